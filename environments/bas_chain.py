@@ -1,0 +1,257 @@
+"""The BAS chain: users in a sequence add Gaussian noise to a running sum (Chained-DP).
+
+Stage 1-2 of the Broadcast-And-Shuffle mechanism fix each (sub-)sequence's order; every step is
+one learning round of Stage 3, in which each user picks its noise from what it observes.
+Paper: ``papers/chained-dp-bas-sar.txt``, sections IV-V, VII-VIII.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mesa
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from privgames.agents.chain_user import ChainUser
+from privgames.agents.learners import LEARNERS, make_learner
+from privgames.environments.config import (
+    ConfigError,
+    check_choice,
+    check_int,
+    check_real,
+    check_reals,
+)
+from privgames.mechanisms.chain import (
+    M,
+    bas_order,
+    central_optimum,
+    chain_epsilon,
+    chain_mse,
+    chain_squared_errors,
+    estimate_noise_variance,
+    ldp_variances,
+    nash_equilibrium,
+    split_sequence,
+    user_costs,
+)
+
+OBSERVATIONS = ("exact", "estimated")
+PRIORS = ("bids", "none")
+SPLITS = ("random", "sorted")
+#: The profiles the analysis compares: learned by the agents, and the theory's three.
+PROFILES = ("chained", "nash", "ldp", "optimum")
+
+
+@dataclass(frozen=True)
+class BASChainConfig:
+    """Parameters of one BAS chain population.
+
+    Attributes:
+        K: number of users (>= 2).
+        d: vector dimension (>= 1).
+        beta: preferences, one per user; ``None`` draws them uniformly from ``[0, beta_max]``.
+        beta_max: upper end of the preference range when ``beta`` is drawn.
+        bids: broadcast bids (Stage 1); ``None`` means truthful (``bids = beta``).
+        delta: the shared DP failure probability, in (0, 1).
+        Delta: per-coordinate data bound, data lie in ``[-Delta, Delta]``.
+        rounds: learning rounds.
+        learner: ``best_response`` or ``damped``; ``damping`` is the damped learner's rate.
+        observation: followers see the upstream variance ``exact`` or only the data
+            (``estimated``, section VIII).
+        prior: the first user's initial belief of the followers' level, from the ``bids`` or
+            ``none`` (it then learns it from outcomes alone).
+        subsequences: number of sub-sequences the users are split into; ``split`` is
+            ``random`` or ``sorted`` (Corollary 4).
+        tolerance: relative distance to the NE below which a round counts as converged.
+        replications: Monte-Carlo noise draws of the final chain for the MSE.
+    """
+
+    K: int = 10
+    d: int = 50
+    beta: tuple[float, ...] | None = None
+    beta_max: float = 1.3
+    bids: tuple[float, ...] | None = None
+    delta: float = 1e-5
+    Delta: float = 1.0
+    rounds: int = 20
+    learner: str = "best_response"
+    damping: float = 0.5
+    observation: str = "exact"
+    prior: str = "bids"
+    subsequences: int = 1
+    split: str = "random"
+    tolerance: float = 1e-6
+    replications: int = 1000
+
+    def __post_init__(self) -> None:
+        check_int("K", self.K, 2)
+        check_int("d", self.d, 1)
+        for name in ("beta", "bids"):
+            values = getattr(self, name)
+            if values is not None:
+                object.__setattr__(self, name, check_reals(name, values, 0.0))
+                if len(getattr(self, name)) != self.K:
+                    raise ConfigError(f"{name} has {len(values)} entries: it must have K={self.K}")
+        check_real("beta_max", self.beta_max, 0.0, low_open=True)
+        check_real("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
+        check_real("Delta", self.Delta, 0.0, low_open=True)
+        check_int("rounds", self.rounds, 1)
+        check_choice("learner", self.learner, LEARNERS)
+        check_real("damping", self.damping, 0.0, 1.0, low_open=True)
+        check_choice("observation", self.observation, OBSERVATIONS)
+        check_choice("prior", self.prior, PRIORS)
+        check_int("subsequences", self.subsequences, 1, self.K)
+        check_choice("split", self.split, SPLITS)
+        check_real("tolerance", self.tolerance, 0.0, low_open=True)
+        check_int("replications", self.replications, 1)
+
+
+class BASChainModel(mesa.Model):
+    """Users learn their noise in BAS-ordered (sub-)sequences; the theory is kept apart.
+
+    Attributes:
+        config: the validated configuration.
+        beta: the users' private preferences (indexed by user).
+        data: the users' vectors, ``(K, d)`` in ``[-Delta, Delta]``.
+        sequences: per sub-sequence, the user indices in BAS order.
+        users: the ``ChainUser`` agents, indexed like ``beta``.
+    """
+
+    def __init__(self, config: BASChainConfig, seed: int | np.random.SeedSequence | None = None,
+                 data: NDArray | None = None) -> None:
+        super().__init__(rng=np.random.default_rng(seed))
+        self.config = c = config
+        self.beta = (np.array(c.beta) if c.beta is not None
+                     else self.rng.uniform(0.0, c.beta_max, c.K))
+        bids = np.array(c.bids) if c.bids is not None else self.beta
+        self.data = self._data(data)
+        self.users = list(ChainUser.create_agents(
+            self, c.K, beta=list(self.beta), bid=list(bids),
+            sigma2=list(ldp_variances(self.beta)),  # before learning, everyone plays alone
+            learner=make_learner(c.learner, c.damping)))
+        groups = split_sequence(self.beta, c.subsequences, c.split, self.rng)
+        self.sequences = [g[bas_order(bids[g], self.rng)] for g in groups]
+        self.order = np.concatenate(self.sequences)
+        for seq in self.sequences:
+            if c.prior == "bids" and seq.size > 1:
+                self.users[seq[0]].belief = M * float(bids[seq[1:]].max())
+        self.datacollector = mesa.DataCollector(
+            model_reporters={"distance": BASChainModel.distance,
+                             "total_variance": lambda m: float(m.learned().sum())},
+            agent_reporters={"sigma2": "sigma2"})
+
+    def _data(self, data: NDArray | None) -> NDArray:
+        c = self.config
+        if data is None:
+            return self.rng.uniform(-c.Delta, c.Delta, (c.K, c.d))
+        x = np.asarray(data, dtype=float)
+        if x.shape != (c.K, c.d):
+            raise ConfigError(f"data has shape {x.shape}: it must be (K, d) = ({c.K}, {c.d})")
+        if np.any(np.abs(x) > c.Delta):
+            raise ConfigError(f"data has entries outside [-Delta, Delta] = [-{c.Delta}, {c.Delta}]")
+        return x
+
+    # --- protocol -------------------------------------------------------------------------
+    def step(self) -> None:
+        """One learning round: every sub-sequence runs Stage 3 of BAS once."""
+        for seq in self.sequences:
+            self._play(seq)
+        self.datacollector.collect(self)
+
+    def _play(self, seq: NDArray) -> None:
+        first = self.users[seq[0]]
+        first.lead()
+        upstream = first.sigma2
+        estimated = self.config.observation == "estimated"
+        if estimated:
+            z = self.rng.standard_normal((seq.size, self.config.d))
+            message = self.data[seq[0]] + np.sqrt(first.sigma2) * z[0]
+        for position, k in enumerate(seq[1:], start=1):
+            user = self.users[k]
+            if estimated:
+                user.follow_estimate(estimate_noise_variance(message, position, self.config.Delta))
+                message = message + self.data[k] + np.sqrt(user.sigma2) * z[position]
+            else:
+                user.follow(upstream)
+            upstream += user.sigma2
+        first.observe_outcome(upstream)
+
+    def run(self, rounds: int | None = None) -> BASChainModel:
+        """Run ``rounds`` learning rounds (default: the configured number)."""
+        for _ in range(self.config.rounds if rounds is None else rounds):
+            self.step()
+        return self
+
+    # --- observation and theory ---------------------------------------------------------------
+    def learned(self) -> NDArray:
+        """The users' current variances in sequence order (sub-sequences concatenated)."""
+        return np.array([self.users[k].sigma2 for k in self.order])
+
+    def predicted(self) -> dict[str, NDArray]:
+        """The theory's profiles in the same order: NE (Theorem 1), LDP (eq 26), optimum."""
+        return {name: np.concatenate([f(self.beta[seq]) for seq in self.sequences])
+                for name, f in (("nash", nash_equilibrium), ("ldp", ldp_variances),
+                                ("optimum", central_optimum))}
+
+    def profiles(self) -> dict[str, NDArray]:
+        """Learned profile (``chained``) and the theory's, all in sequence order."""
+        return {"chained": self.learned(), **self.predicted()}
+
+    def distance(self) -> float:
+        """Largest deviation from the NE, relative to the largest NE variance."""
+        nash = self.predicted()["nash"]
+        return float(np.max(np.abs(self.learned() - nash)) / max(nash.max(), 1e-300))
+
+    def results(self) -> pd.DataFrame:
+        """Per round: distance to the NE and total noise variance."""
+        df = self.datacollector.get_model_vars_dataframe()
+        return df.rename_axis("round").reset_index().assign(round=lambda f: f["round"] + 1)
+
+    def rounds_to_converge(self) -> int | None:
+        """First round from which the distance stays below ``tolerance``; None if never."""
+        dist = self.results()["distance"].to_numpy()
+        above = np.flatnonzero(dist > self.config.tolerance)
+        if above.size == dist.size:
+            return None
+        return int(above[-1] + 2) if above.size else 1
+
+    def costs(self, sigma2: NDArray) -> NDArray:
+        """Each user's cost (eq 14) within its own sub-sequence, in sequence order."""
+        out, start = [], 0
+        for seq in self.sequences:
+            out.append(user_costs(sigma2[start:start + seq.size], self.beta[seq]))
+            start += seq.size
+        return np.concatenate(out)
+
+    def epsilon(self, sigma2: NDArray) -> float:
+        """The release's privacy budget: the worst user's, from the noise on its data."""
+        c = self.config
+        prefix = np.concatenate([np.cumsum(sigma2[s]) for s in self._slices()])
+        return float(np.max(chain_epsilon(prefix, c.d, c.Delta, c.delta)))
+
+    def _slices(self) -> list[slice]:
+        ends = np.cumsum([seq.size for seq in self.sequences])
+        return [slice(e - seq.size, e) for e, seq in zip(ends, self.sequences, strict=True)]
+
+    def monte_carlo(self, replications: int | None = None) -> dict[str, NDArray]:
+        """Squared l2 error of the server's mean per replication, for every profile."""
+        reps = self.config.replications if replications is None else replications
+        x = self.data[self.order]
+        return {name: chain_squared_errors(x, sigma2, reps, self.rng)
+                for name, sigma2 in self.profiles().items()}
+
+    def summary_rows(self) -> pd.DataFrame:
+        """Tidy final metrics, one row per (profile, metric), after learning and Monte Carlo."""
+        c = self.config
+        errors = self.monte_carlo()
+        rows = []
+        for name, sigma2 in self.profiles().items():
+            e = errors[name]
+            metrics = {"mse": e.mean(), "mse_var": e.var(ddof=1) if e.size > 1 else 0.0,
+                       "mse_n": e.size, "mse_predicted": float(chain_mse(sigma2.sum(), c.K, c.d)),
+                       "total_variance": sigma2.sum(), "epsilon": self.epsilon(sigma2),
+                       "mean_cost": self.costs(sigma2).mean()}
+            rows += [{"method": name, "metric": k, "value": float(v)} for k, v in metrics.items()]
+        return pd.DataFrame(rows)

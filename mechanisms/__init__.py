@@ -1,0 +1,4 @@
+"""Pure mathematics of the papers: noise mechanisms, privacy accounting, equilibria.
+
+Nothing here knows about Mesa or Ray; functions that draw take a ``numpy.random.Generator``.
+"""
