@@ -1,0 +1,1 @@
+"""Experiments, Ray sweeps, metrics, plots, the results store and the ``privgames`` CLI."""

@@ -1,0 +1,5 @@
+"""``python -m privgames.analysis`` is the ``privgames`` command."""
+
+from privgames.analysis.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""Experiments of the BAS chain (Chained-DP paper, section VII, Figs 3-7)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privgames.analysis import plots
+from privgames.analysis.experiments import Experiment, register
+from privgames.analysis.metrics import mean_profile, metric_means, pooled_mse
+from privgames.environments.bas_chain import BASChainConfig, BASChainModel
+
+
+def chain_unit(config: BASChainConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
+    """One population: learn, then Monte-Carlo the final chain; tidy rows.
+
+    Rows carry ``round, method, metric, position, value``: the learning trajectory
+    (``distance``, ``total_variance`` per round), the final profiles (``sigma2`` per position
+    for ``chained`` and ``nash``), the final metrics of every profile and ``rounds_to_converge``.
+    """
+    model = BASChainModel(config, seed).run()
+    last = config.rounds
+    trajectory = model.results().melt(id_vars="round", var_name="metric").assign(method="chained")
+    final = model.summary_rows().assign(round=last)
+    profiles = [pd.DataFrame({"round": last, "method": name, "metric": "sigma2",
+                              "position": np.arange(config.K), "value": sigma2})
+                for name, sigma2 in (("chained", model.learned()),
+                                     ("nash", model.predicted()["nash"]))]
+    rounds = model.rounds_to_converge()
+    converge = pd.DataFrame([{"round": last, "method": "chained", "metric": "rounds_to_converge",
+                              "value": math.nan if rounds is None else float(rounds)}])
+    rows = pd.concat([trajectory, final, *profiles, converge], ignore_index=True)
+    return rows.astype({"position": "Int64"})[["round", "method", "metric", "position", "value"]]
+
+
+def chain_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+    """Predicted vs learned profile, convergence and MSE of every profile (bas-chain)."""
+    last = rows[(rows["metric"] == "distance") & (rows["round"] == params["rounds"])]
+    rtc = rows.loc[rows["metric"] == "rounds_to_converge", "value"]
+    summary: dict[str, Any] = {
+        "predicted_sigma2": mean_profile(rows, "nash"),
+        "learned_sigma2": mean_profile(rows, "chained"),
+        "rounds_to_converge": None if rtc.isna().any() else int(rtc.max()),
+        "final_distance": float(last["value"].max()),
+        "populations": int(rows["population"].nunique()),
+    }
+    for r in pooled_mse(rows).itertuples():
+        summary[f"mse_{r.method}"] = r.mse
+        summary[f"mse_{r.method}_se"] = r.mse_se
+        summary[f"mse_{r.method}_predicted"] = r.mse_predicted
+    summary["chained_below_ldp"] = summary["mse_chained"] < summary["mse_ldp"]
+    return summary
+
+
+def figure_summary(by: list[str]):
+    """Summary of a figure experiment: a predicted-vs-measured table per grid point."""
+
+    def summarize(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+        table = pooled_mse(rows, by)
+        for metric in ("epsilon", "mean_cost"):
+            table = table.merge(metric_means(rows, metric, by), on=[*by, "method"])
+        wide = table.pivot_table(index=by, columns="method", values="mse")
+        return {"table": table.to_dict(orient="records"),
+                "chained_below_ldp": bool((wide["chained"] < wide["ldp"]).all()),
+                "max_z_chained": float(_z(table, "chained"))}
+
+    return summarize
+
+
+def _z(table: pd.DataFrame, method: str) -> float:
+    """Largest |measured - predicted| / standard error over the grid."""
+    t = table[table["method"] == method]
+    return float(np.max(np.abs(t["mse"] - t["mse_predicted"]) / t["mse_se"]))
+
+
+BAS_CHAIN = register(Experiment(
+    name="bas-chain",
+    description="BAS chain: users learn their noise by best response; distance to the "
+                "Theorem 1 NE and MSE vs LDP and the centralized optimum",
+    config_type=BASChainConfig,
+    run_unit=chain_unit,
+    summarize=chain_summary,
+    defaults={"replications": 1000},
+    paper={"replications": 10000, "populations": 20},
+    populations=4,
+    plot=plots.convergence,
+))
+
+_FIGURE = {"run_unit": chain_unit, "config_type": BASChainConfig, "populations": 4}
+
+register(Experiment(
+    name="bas-mse-vs-d",
+    description="Fig 3: MSE and privacy budget vs dimension d (K=10, beta ~ U[0, 1.3])",
+    grid={"d": [2, 10, 25, 50, 100]},
+    summarize=figure_summary(["d"]),
+    defaults={"replications": 300, "rounds": 5},
+    paper={"d": list(range(2, 101, 7)), "replications": 5000, "populations": 20},
+    plot=lambda rows: plots.methods_vs(rows, "d", ("mse", "epsilon")),
+    **_FIGURE,
+))
+
+register(Experiment(
+    name="bas-mse-vs-beta",
+    description="Figs 4-5: MSE and average cost vs the preference range beta_max (d=50)",
+    grid={"beta_max": [0.1, 0.4, 0.7, 1.0, 1.3]},
+    summarize=figure_summary(["beta_max"]),
+    defaults={"replications": 300, "rounds": 5},
+    paper={"beta_max": [round(0.1 * i, 1) for i in range(1, 14)], "replications": 5000,
+           "populations": 20},
+    plot=lambda rows: plots.methods_vs(rows, "beta_max", ("mse", "mean_cost")),
+    **_FIGURE,
+))
+
+register(Experiment(
+    name="bas-split",
+    description="Fig 6: MSE vs number of sub-sequences, random vs sorted split (K=100)",
+    grid={"subsequences": [1, 2, 5, 10, 25, 50], "split": ["random", "sorted"]},
+    summarize=figure_summary(["subsequences", "split"]),
+    defaults={"K": 100, "replications": 200, "rounds": 5},
+    paper={"subsequences": [1, 2, 4, 5, 10, 20, 25, 50, 100], "replications": 5000,
+           "populations": 20},
+    plot=lambda rows: plots.methods_vs(rows, "subsequences", ("mse",), style="split"),
+    **_FIGURE,
+))
+
+register(Experiment(
+    name="bas-mse-vs-K",
+    description="Fig 7: MSE vs number of users K (d=50, beta ~ U[0, 1.3])",
+    grid={"K": [3, 5, 10, 20, 50, 100]},
+    summarize=figure_summary(["K"]),
+    defaults={"replications": 300, "rounds": 5},
+    paper={"K": [3, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100], "replications": 5000,
+           "populations": 20},
+    plot=lambda rows: plots.methods_vs(rows, "K", ("mse",)),
+    **_FIGURE,
+))
