@@ -7,6 +7,7 @@ A user knows only its own preference ``beta`` and what reaches it: the running s
 from __future__ import annotations
 
 import mesa
+import numpy as np
 
 from privgames.agents.learners import Learner
 from privgames.mechanisms.chain import best_response
@@ -22,6 +23,7 @@ class ChainUser(mesa.Agent):
         learner: its learning rule.
         belief: as first user, the level up to which it believes the followers top the noise up;
             it starts from the broadcast bids (or 0) and is revised from observed outcomes.
+        last_round: as first user, its own variance and the chain's total last round.
         estimates: as a follower with estimated observation, its running mean of upstream
             variance estimates, and how many it has averaged.
     """
@@ -34,6 +36,7 @@ class ChainUser(mesa.Agent):
         self.sigma2 = float(sigma2)
         self.learner = learner
         self.belief = 0.0
+        self.last_round: tuple[float, float] | None = None
         self.estimate = 0.0
         self.estimates = 0
 
@@ -46,13 +49,19 @@ class ChainUser(mesa.Agent):
         target = self.belief + float(best_response(self.belief, self.beta))
         self.sigma2 = self.learner.update(self.sigma2, target)
 
-    def observe_outcome(self, total_variance: float, rtol: float = 1e-12) -> None:
+    def observe_outcome(self, total_variance: float, settle: float) -> None:
         """Revise the belief from the chain's total noise variance after a round.
 
-        If the followers added noise, they topped it up to ``total_variance``; if they added
-        none, their level is at most this user's own noise.
+        The followers' reaction is read only once both its own noise and the outcome have
+        settled (each moved by at most ``settle``, relative, since last round): a leader on a
+        slower time scale than its followers, so their transients are not mistaken for their
+        reaction. A settled total above its own noise is the followers' top-up level;
+        otherwise their level is at most its own noise.
         """
-        if total_variance > self.sigma2 * (1.0 + rtol):
+        previous, self.last_round = self.last_round, (self.sigma2, total_variance)
+        if previous is None or not np.allclose(previous, self.last_round, rtol=settle, atol=0):
+            return
+        if total_variance > self.sigma2 * (1.0 + 1e-12):
             self.belief = total_variance
         else:
             self.belief = min(self.belief, self.sigma2)

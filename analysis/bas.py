@@ -30,9 +30,11 @@ def chain_unit(config: BASChainConfig, seed: np.random.SeedSequence) -> pd.DataF
                               "position": np.arange(config.K), "value": sigma2})
                 for name, sigma2 in (("chained", model.learned()),
                                      ("nash", model.predicted()["nash"]))]
-    rounds = model.rounds_to_converge()
-    converge = pd.DataFrame([{"round": last, "method": "chained", "metric": "rounds_to_converge",
-                              "value": math.nan if rounds is None else float(rounds)}])
+    converge = pd.DataFrame([
+        {"round": last, "method": "chained", "metric": metric,
+         "value": math.nan if rounds is None else float(rounds)}
+        for metric, rounds in (("rounds_to_converge", model.rounds_to_converge()),
+                               ("rounds_to_settle", model.rounds_to_settle()))])
     rows = pd.concat([trajectory, final, *profiles, converge], ignore_index=True)
     return rows.astype({"position": "Int64"})[["round", "method", "metric", "position", "value"]]
 
@@ -41,10 +43,12 @@ def chain_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
     """Predicted vs learned profile, convergence and MSE of every profile (bas-chain)."""
     last = rows[(rows["metric"] == "distance") & (rows["round"] == params["rounds"])]
     rtc = rows.loc[rows["metric"] == "rounds_to_converge", "value"]
+    settle = rows.loc[rows["metric"] == "rounds_to_settle", "value"]
     summary: dict[str, Any] = {
         "predicted_sigma2": mean_profile(rows, "nash"),
         "learned_sigma2": mean_profile(rows, "chained"),
         "rounds_to_converge": None if rtc.isna().any() else int(rtc.max()),
+        "rounds_to_settle": None if settle.isna().any() else int(settle.max()),
         "final_distance": float(last["value"].max()),
         "populations": int(rows["population"].nunique()),
     }

@@ -65,6 +65,8 @@ class BASChainConfig:
         subsequences: number of sub-sequences the users are split into; ``split`` is
             ``random`` or ``sorted`` (Corollary 4).
         tolerance: relative distance to the NE below which a round counts as converged.
+        settle: relative change of the chain's outcome below which the first user takes it as
+            the followers' settled reaction and revises its belief.
         replications: Monte-Carlo noise draws of the final chain for the MSE.
     """
 
@@ -83,6 +85,7 @@ class BASChainConfig:
     subsequences: int = 1
     split: str = "random"
     tolerance: float = 1e-6
+    settle: float = 1e-9
     replications: int = 1000
 
     def __post_init__(self) -> None:
@@ -105,6 +108,7 @@ class BASChainConfig:
         check_int("subsequences", self.subsequences, 1, self.K)
         check_choice("split", self.split, SPLITS)
         check_real("tolerance", self.tolerance, 0.0, low_open=True)
+        check_real("settle", self.settle, 0.0, low_open=True)
         check_int("replications", self.replications, 1)
 
 
@@ -176,7 +180,7 @@ class BASChainModel(mesa.Model):
             else:
                 user.follow(upstream)
             upstream += user.sigma2
-        first.observe_outcome(upstream)
+        first.observe_outcome(upstream, self.config.settle)
 
     def run(self, rounds: int | None = None) -> BASChainModel:
         """Run ``rounds`` learning rounds (default: the configured number)."""
@@ -216,6 +220,17 @@ class BASChainModel(mesa.Model):
         if above.size == dist.size:
             return None
         return int(above[-1] + 2) if above.size else 1
+
+    def rounds_to_settle(self) -> int | None:
+        """First round from which no user's variance moves by more than ``tolerance`` (relative
+        to the largest variance); the end point of learning, whether or not it is the NE."""
+        wide = self.datacollector.get_agent_vars_dataframe()["sigma2"].unstack()
+        scale = max(float(wide.to_numpy().max()), 1e-300)
+        moves = np.abs(np.diff(wide.to_numpy(), axis=0)).max(axis=1) / scale
+        above = np.flatnonzero(moves > self.config.tolerance)
+        if moves.size and above.size == moves.size:
+            return None
+        return int(above[-1] + 3) if above.size else 2
 
     def costs(self, sigma2: NDArray) -> NDArray:
         """Each user's cost (eq 14) within its own sub-sequence, in sequence order."""
