@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -13,6 +14,15 @@ from privgames.analysis import plots
 from privgames.analysis.experiments import Experiment, register
 from privgames.analysis.metrics import mean_profile, metric_means, pooled_mse
 from privgames.environments.bas_chain import BASChainConfig, BASChainModel
+from privgames.mechanisms.chain import (
+    M,
+    price_of_anarchy,
+    price_of_anarchy_bound,
+    social_cost,
+)
+
+#: Misreport grid of the truthfulness check: bid = factor * beta_k.
+MISREPORTS = (0.0, 0.5, 0.9, 1.1, 2.0, 10.0)
 
 
 def chain_unit(config: BASChainConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
@@ -81,6 +91,71 @@ def _z(table: pd.DataFrame, method: str) -> float:
     return float(np.max(np.abs(t["mse"] - t["mse_predicted"]) / t["mse_se"]))
 
 
+def _user_costs(model: BASChainModel) -> dict[int, float]:
+    """Each user's cost at the learned profile, keyed by user index."""
+    return dict(zip(model.order.tolist(), model.costs(model.learned()), strict=True))
+
+
+def properties_unit(config: BASChainConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
+    """E1-E4 measured on learned equilibria of one population (section V-B).
+
+    Truthfulness: each user re-runs the learning with each misreported bid (common random
+    numbers: the same seed) and its cost is compared with the truthful run's. Fairness: spread
+    of the users' equilibrium costs. Voluntary participation: a user who leaves plays LDP alone
+    while the others learn their own chain. Efficiency: social cost of the learned profile over
+    that of the centralized optimum, against the Theorem 5 bound.
+    """
+    seeds = seed.spawn(2)
+    honest_model = BASChainModel(config, seeds[0]).run()
+    beta, honest = honest_model.beta, _user_costs(honest_model)
+    gains = []
+    for k in range(config.K):
+        for factor in MISREPORTS:
+            bids = beta.copy()
+            bids[k] = factor * beta[k]
+            lie = BASChainModel(dataclasses.replace(config, beta=tuple(beta), bids=tuple(bids)),
+                                seeds[0]).run()
+            gains.append(honest[k] - _user_costs(lie)[k])
+    margins = []
+    for k, leave_seed in enumerate(seeds[1].spawn(config.K)):
+        others = tuple(np.delete(beta, k))
+        rest = dataclasses.replace(config, K=config.K - 1, beta=others, bids=None,
+                                   subsequences=1)
+        others_total = BASChainModel(rest, leave_seed).run().learned().sum()
+        alone = M * beta[k]
+        leave = alone + others_total + (beta[k] ** 1.5 / np.sqrt(alone) if alone > 0 else 0.0)
+        margins.append(leave - honest[k])
+    costs = np.array(list(honest.values()))
+    ordered = beta[honest_model.order]
+    values = {
+        "truthful_max_gain": max(gains),
+        "fairness_spread": float(np.ptp(costs) / costs.mean()),
+        "participation_min_margin": min(margins),
+        "poa_measured": social_cost(honest_model.learned(), ordered)
+        / social_cost(honest_model.predicted()["optimum"], ordered),
+        "poa_predicted": price_of_anarchy(beta),
+        "poa_bound": price_of_anarchy_bound(beta),
+    }
+    return pd.DataFrame([{"round": config.rounds, "method": "chained", "metric": k,
+                          "value": float(v)} for k, v in values.items()])
+
+
+def properties_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+    """Whether each economic property held in every population, with the numbers."""
+    v = rows.pivot_table(index="population", columns="metric", values="value")
+    return {
+        "truthful": bool((v["truthful_max_gain"] <= 1e-9).all()),
+        "truthful_max_gain": float(v["truthful_max_gain"].max()),
+        "fair": bool((v["fairness_spread"] <= 1e-9).all()),
+        "fairness_spread_mean": float(v["fairness_spread"].mean()),
+        "voluntary_participation": bool((v["participation_min_margin"] > 0).all()),
+        "participation_min_margin": float(v["participation_min_margin"].min()),
+        "poa_mean": float(v["poa_measured"].mean()),
+        "poa_max_abs_error": float((v["poa_measured"] - v["poa_predicted"]).abs().max()),
+        "poa_within_bound": bool((v["poa_measured"] <= v["poa_bound"]).all()),
+    }
+
+
 BAS_CHAIN = register(Experiment(
     name="bas-chain",
     description="BAS chain: users learn their noise by best response; distance to the "
@@ -141,4 +216,16 @@ register(Experiment(
            "populations": 20},
     plot=lambda rows: plots.methods_vs(rows, "K", ("mse",)),
     **_FIGURE,
+))
+
+register(Experiment(
+    name="bas-properties",
+    description="E1-E4 measured: truthfulness grid, fairness (Theorem 3), voluntary "
+                "participation (Theorem 4), PoA vs the Theorem 5 bound",
+    config_type=BASChainConfig,
+    run_unit=properties_unit,
+    summarize=properties_summary,
+    defaults={"K": 8, "rounds": 8, "replications": 1},
+    paper={"K": 10, "populations": 50},
+    populations=4,
 ))

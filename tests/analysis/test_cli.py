@@ -1,0 +1,73 @@
+"""The ``privgames`` command through its public entry points."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from privgames.analysis.cli import main
+
+
+def test_list_names_every_experiment(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("bas-chain", "bas-mse-vs-d", "bas-mse-vs-beta", "bas-split", "bas-mse-vs-K"):
+        assert name in out
+
+
+def test_run_writes_rows_and_summary(tmp_path, capsys):
+    args = ["run", "bas-chain", "--workers", "0", "--out", str(tmp_path), "--json", "--seed", "3",
+            "--replications", "400", "--set", "K=6", "--set", "beta=[0.1,0.5,1.2,0.3,0.9,0.7]",
+            "--set", "prior=none"]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    for key in ("predicted_sigma2", "learned_sigma2", "rounds_to_converge", "mse_chained",
+                "mse_chained_se", "mse_ldp", "mse_ldp_se", "mse_optimum", "mse_optimum_se"):
+        assert key in summary
+    assert summary["predicted_sigma2"] == pytest.approx([0.5**(2/3) * 1.2, 0, 0, 0, 0, 0])
+    assert summary["learned_sigma2"] == pytest.approx(summary["predicted_sigma2"], rel=1e-6)
+    for m in ("chained", "ldp", "optimum"):  # within 3 standard errors of eq (9)
+        assert abs(summary[f"mse_{m}"] - summary[f"mse_{m}_predicted"]) < 3 * summary[f"mse_{m}_se"]
+    rows = pd.read_parquet(tmp_path / "bas-chain.parquet")
+    assert {"round", "method", "metric", "value", "population"} <= set(rows.columns)
+    on_disk = json.loads((tmp_path / "bas-chain.summary.json").read_text())
+    assert on_disk["mse_chained"] == summary["mse_chained"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "no-such"], "unknown experiment 'no-such'"),
+    (["run", "bas-chain", "--set", "colour=red"], "unknown parameter 'colour'"),
+    (["run", "bas-chain", "--set", "K=1"], "K=1 is out of range"),
+    (["run", "bas-chain", "--set", "beta=[1,2"], "bad JSON"),
+    (["run", "bas-chain", "--set", "delta=2"], "delta=2 is out of range"),
+    (["run", "bas-chain", "--set", "d=many"], "d='many' is not an integer"),
+    (["run", "bas-chain", "--set", "K"], "not of the form key=value"),
+    (["run", "bas-split", "--set", "subsequences=[1,500]"], "subsequences=500 is out of range"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, tmp_path):
+    assert main([*args, "--out", str(tmp_path)] if args[0] == "run" else args) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err
+    assert "\n" not in err and "Traceback" not in err
+
+
+def test_module_entry_point_reports_errors_without_traceback():
+    proc = subprocess.run([sys.executable, "-m", "privgames.analysis", "run", "bas-chain",
+                           "--set", "Delta=0"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("privgames: error: Delta=0 is out of range: "
+                                   "Delta must be > 0.0")
+
+
+def test_query_over_results(tmp_path, capsys):
+    main(["run", "bas-mse-vs-K", "--workers", "0", "--out", str(tmp_path), "--set", "K=[3,5]",
+          "--set", "populations=2", "--replications", "50"])
+    capsys.readouterr()
+    sql = "select count(distinct K) as n from results where metric = 'mse'"
+    assert main(["query", sql, "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.split()[-1] == "2"
