@@ -117,7 +117,7 @@ def main() -> None:
     report = {
         "kernel": kernel_vs_raw(100, 100 if q else 1000, 10 if q else 100),
         "mesa": mesa_speedup(1000 if q else 10_000, 2 if q else 20),
-        "memory": peak_memory(*((100, 100, 30) if q else (1000, 1000, 300))),
+        "memory": peak_memory(*((100, 100, 2000) if q else (1000, 1000, 300))),
     }
     if not args.no_ray:
         report["ray"] = ray_vs_serial(200 if q else 5_000)

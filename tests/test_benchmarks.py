@@ -17,4 +17,4 @@ def test_chain_benchmark_reports_ratios():
     assert report["kernel"]["ratio_to_raw"] > 0
     assert report["mesa"]["speedup"] > 0
     # bounded memory: the traced peak stays far below the noise tensor it simulates
-    assert report["memory"]["peak_traced_MiB"] < 1024 * report["memory"]["noise_tensor_GiB"]
+    assert report["memory"]["peak_traced_MiB"] < 0.5 * 1024 * report["memory"]["noise_tensor_GiB"]
