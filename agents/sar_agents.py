@@ -1,0 +1,64 @@
+"""Users and the colluding coalition of the SAR protocol (Chained-DP paper, section VI)."""
+
+from __future__ import annotations
+
+import mesa
+import numpy as np
+from numpy.typing import NDArray
+
+
+class SARUser(mesa.Agent):
+    """A user who slices its vector and decides each round whether to take part.
+
+    It does not know ``p``: it counts how often the neighbours it meets in the slices'
+    sequences turn out to be colluders (the soft trust boundary it "obtains by observing",
+    section VI-B) and opts out for good once its estimate passes the threshold of eq (33)
+    (the pre-mechanism).
+
+    Attributes:
+        participating: whether it takes part in the chain.
+        colluding: whether it is in this round's colluding set.
+        seen: neighbours observed so far; ``colluders_seen``: how many of them colluded.
+    """
+
+    def __init__(self, model: mesa.Model) -> None:
+        super().__init__(model)
+        self.participating = True
+        self.colluding = False
+        self.seen = 0
+        self.colluders_seen = 0
+
+    @property
+    def p_estimate(self) -> float:
+        """Its estimate of ``p``: the observed colluder frequency (0 before any observation)."""
+        return self.colluders_seen / self.seen if self.seen else 0.0
+
+    def observe(self, neighbours_colluding: NDArray) -> None:
+        """Record whether each neighbour it met this round was a colluder."""
+        self.seen += int(neighbours_colluding.size)
+        self.colluders_seen += int(np.count_nonzero(neighbours_colluding))
+
+    def decide(self, threshold: float, min_observations: int) -> None:
+        """Opt out when its estimate of ``p`` exceeds ``threshold`` (after enough evidence)."""
+        if self.seen >= min_observations and self.p_estimate > threshold:
+            self.participating = False
+
+
+class ColludingAdversary(mesa.Agent):
+    """The coalition of this round's colluders: it pools the sums they received and sent.
+
+    Attributes:
+        attacker: ``weak`` (Definition 4) or ``strong`` (Definition 5, with data poisoning).
+        successes, attempts: victim-slices reconstructed within tolerance, and attacked.
+    """
+
+    def __init__(self, model: mesa.Model, attacker: str) -> None:
+        super().__init__(model)
+        self.attacker = attacker
+        self.successes = 0
+        self.attempts = 0
+
+    def record(self, success: NDArray) -> None:
+        """Tally this round's attack outcomes."""
+        self.successes += int(np.count_nonzero(success))
+        self.attempts += int(success.size)

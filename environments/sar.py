@@ -1,0 +1,273 @@
+"""SAR slicing with colluding adversaries (Chained-DP paper, section VI, Protocol 2).
+
+Every slice of every vector runs the BAS chain in its own uniformly random order, with the
+chain's equilibrium noise (Theorem 1: the first user of each sequence adds ``m max beta``). The
+colluders run their attack on the simulated messages; users learn whether to take part.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.stats import binom
+
+from privgames.environments.config import (
+    ConfigError,
+    check_choice,
+    check_int,
+    check_real,
+)
+from privgames.mechanisms.chain import M
+from privgames.mechanisms.sar import (
+    ATTACKERS,
+    slice_exposure_given_colluders,
+    slice_sizes,
+    strong_reconstruction,
+    weak_reconstruction,
+)
+
+MITIGATIONS = ("stale", "zero")
+NOISE = ("nash", "none")
+
+
+@dataclass(frozen=True)
+class SARConfig:
+    """Parameters of a SAR population.
+
+    Attributes:
+        K: users (>= 3). d: vector dimension. N: slices, in [1, d].
+        p: probability that each other user colludes in a round, in [0, 1).
+        colluders: fixed colluder ids instead of ``p`` (must not contain ``victim``).
+        fraction: a fixed fraction of the other users colludes each round, in [0, 1).
+        attacker: ``weak`` (Definition 4) or ``strong`` (Definition 5, data poisoning).
+        victim: the user attacked in ``simulate_attacks``.
+        trials: victim-slice trials of one population (``simulate_attacks``).
+        beta, beta_max: preferences (drawn from ``U[0, beta_max]`` when ``beta`` is None).
+        Delta, delta: data bound and DP failure probability.
+        noise: ``nash`` (the chain's equilibrium noise) or ``none`` (nobody adds noise).
+        tolerance: a reconstruction succeeds when its RMS error is at most ``tolerance Delta``.
+        mitigation_p: probability ``p_p`` that an honest user uploads a ``stale`` (last
+            round's) or ``zero`` slice instead of the new one.
+        rounds: rounds of the participation dynamics (``SARModel``).
+        min_observations: neighbours a user must have seen before it may opt out.
+    """
+
+    K: int = 20
+    d: int = 10
+    N: int = 1
+    p: float = 0.1
+    colluders: tuple[int, ...] | None = None
+    fraction: float | None = None
+    attacker: str = "weak"
+    victim: int = 0
+    trials: int = 25_000
+    beta: tuple[float, ...] | None = None
+    beta_max: float = 1.3
+    Delta: float = 1.0
+    delta: float = 1e-5
+    noise: str = "nash"
+    tolerance: float = 0.05
+    mitigation_p: float = 0.0
+    mitigation: str = "stale"
+    rounds: int = 40
+    min_observations: int = 20
+
+    def __post_init__(self) -> None:
+        check_int("K", self.K, 3)
+        check_int("d", self.d, 1)
+        check_int("N", self.N, 1, self.d)
+        check_real("p", self.p, 0.0, 1.0, high_open=True)
+        check_int("victim", self.victim, 0, self.K - 1)
+        if self.colluders is not None:
+            ids = tuple(check_int(f"colluders[{i}]", c, 0, self.K - 1)
+                        for i, c in enumerate(self.colluders))
+            if self.victim in ids:
+                raise ConfigError(f"colluders={list(ids)} contains the victim {self.victim}: "
+                                  f"colluders must be other users, ids in [0, {self.K - 1}] "
+                                  f"except {self.victim}")
+            object.__setattr__(self, "colluders", tuple(sorted(set(ids))))
+        if self.fraction is not None:
+            check_real("fraction", self.fraction, 0.0, 1.0, high_open=True)
+        check_choice("attacker", self.attacker, ATTACKERS)
+        check_int("trials", self.trials, 1)
+        if self.beta is not None:
+            if len(self.beta) != self.K:
+                raise ConfigError(f"beta has {len(self.beta)} entries: it must have K={self.K}")
+            for i, b in enumerate(self.beta):
+                check_real(f"beta[{i}]", b, 0.0)
+        check_real("beta_max", self.beta_max, 0.0, low_open=True)
+        check_real("Delta", self.Delta, 0.0, low_open=True)
+        check_real("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
+        check_choice("noise", self.noise, NOISE)
+        check_real("tolerance", self.tolerance, 0.0, low_open=True)
+        check_real("mitigation_p", self.mitigation_p, 0.0, 1.0)
+        check_choice("mitigation", self.mitigation, MITIGATIONS)
+        check_int("rounds", self.rounds, 1)
+        check_int("min_observations", self.min_observations, 0)
+
+    def colluder_count_pmf(self) -> tuple[NDArray, NDArray]:
+        """Support and probabilities of the number of colluders among the victim's others."""
+        others = self.K - 1
+        if self.colluders is not None:
+            return np.array([len(self.colluders)]), np.array([1.0])
+        if self.fraction is not None:
+            return np.array([round(self.fraction * others)]), np.array([1.0])
+        c = np.arange(others + 1)
+        return c, binom.pmf(c, others, self.p)
+
+    def predicted(self) -> dict[str, float]:
+        """Theory for one victim: slice failure probability (eq 31/32 as corrected), expected
+        exposed fraction and whole-vector exposure, with mitigation ``p_p`` applied."""
+        c, w = self.colluder_count_pmf()
+        per_slice = slice_exposure_given_colluders(self.K, c, self.attacker) * (
+            1.0 - self.mitigation_p)
+        failure = float(np.sum(w * per_slice))
+        return {"failure_probability": failure, "exposed_fraction": failure,
+                "whole_vector_exposure": float(np.sum(w * per_slice**self.N))}
+
+
+def _draw_colluders(cfg: SARConfig, rng: np.random.Generator, shape: tuple[int, ...],
+                    candidates: NDArray) -> NDArray:
+    """Colluder flags ``shape + (len(candidates),)``: ids, a fixed fraction, or Bernoulli(p)."""
+    n = candidates.size
+    if cfg.colluders is not None:
+        flags = np.isin(candidates, cfg.colluders)
+        return np.broadcast_to(flags, (*shape, n)).copy()
+    if cfg.fraction is not None:
+        count = round(cfg.fraction * n)
+        ranks = np.argsort(rng.random((*shape, n)), axis=-1)
+        return ranks < count
+    return rng.random((*shape, n)) < cfg.p
+
+
+def _slice_index(d: int, N: int) -> tuple[NDArray, NDArray]:
+    """Coordinate index ``(N, l_max)`` of each slice (``d`` marks padding) and the lengths."""
+    sizes = slice_sizes(d, N)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    cols = np.arange(sizes.max())
+    idx = np.where(cols < sizes[:, None], starts[:, None] + cols, d)
+    return idx, sizes
+
+
+def attack(seq_data: NDArray, seq_colluding: NDArray, position: NDArray, truth: NDArray,
+           noise: NDArray, fakes: NDArray, length: NDArray,
+           attacker: str) -> tuple[NDArray, NDArray, NDArray]:
+    """Run one slice's chain and the colluders' attack on its messages, for a batch of trials.
+
+    Args:
+        seq_data: ``(T, K, l)`` uploaded slices in sequence order.
+        seq_colluding: ``(T, K)`` colluder flags in sequence order.
+        position: ``(T,)`` the victim's position.
+        truth: ``(T, l)`` the victim's true slice.
+        noise: ``(T, K, l)`` the noise each position adds.
+        fakes: ``(T, K, l)`` data the strong attackers plant on the users between them.
+        length: ``(T,)`` the slice's true length (coordinates past it are zero padding).
+        attacker: ``weak`` or ``strong``.
+
+    Returns:
+        ``possible`` (the attackers stand where the definition needs them), the RMS and the
+        largest absolute reconstruction error per trial (NaN where impossible).
+    """
+    T, K, _ = seq_data.shape
+    ranks = np.arange(K)
+    pos = position[:, None]
+    if attacker == "weak":
+        left = np.take_along_axis(seq_colluding, np.maximum(pos - 1, 0), axis=1)[:, 0]
+        right = np.take_along_axis(seq_colluding, np.minimum(pos + 1, K - 1), axis=1)[:, 0]
+        possible = (position > 0) & (position < K - 1) & left & right
+        messages = np.cumsum(seq_data + noise, axis=1)
+        estimate = weak_reconstruction(messages, position)
+    else:
+        before = np.where(seq_colluding & (ranks < pos), ranks, -1).max(axis=1)
+        after = np.where(seq_colluding & (ranks > pos), ranks, K).min(axis=1)
+        possible = (before >= 0) & (after < K)
+        poisoned = (ranks > before[:, None]) & (ranks < after[:, None]) & (ranks != pos)
+        planted = np.where(poisoned[..., None], fakes, seq_data)
+        messages = np.cumsum(planted + noise, axis=1)
+        known = np.where(poisoned[..., None], fakes, 0.0).sum(axis=1)
+        estimate = strong_reconstruction(messages, np.maximum(before, 0),
+                                         np.where(possible, after, 1), known)
+    err = estimate - truth
+    rms = np.where(possible, np.sqrt(np.einsum("tl,tl->t", err, err) / length), np.nan)
+    worst = np.where(possible, np.abs(err).max(axis=1), np.nan)
+    return possible, rms, worst
+
+
+def _noise_by_position(cfg: SARConfig, beta: NDArray, shape: tuple[int, ...], K: int, l: int,
+                       mask: NDArray, rng: np.random.Generator) -> NDArray:
+    """Equilibrium noise per sequence position: only the first adds ``m max beta``."""
+    noise = np.zeros((*shape, K, l))
+    if cfg.noise == "nash":
+        noise[..., 0, :] = math.sqrt(M * beta.max()) * rng.standard_normal((*shape, l)) * mask
+    return noise
+
+
+def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
+                     max_chunk_bytes: int = 64 * 2**20) -> dict[str, NDArray]:
+    """``ceil(trials / N)`` rounds of SAR against one victim, vectorized over rounds.
+
+    Each round draws the colluding set (shared by the slices), an independent uniform order
+    per slice, fresh data, the mitigation, equilibrium noise and the strong attackers' planted
+    data; the attack runs on the resulting messages. Returns per-round arrays ``success``,
+    ``possible``, ``rms`` and ``worst`` of shape ``(rounds, N)`` and ``exposed_fraction``.
+    """
+    K, d, N = cfg.K, cfg.d, cfg.N
+    idx, sizes = _slice_index(d, N)
+    l = idx.shape[1]
+    mask = (idx < d).astype(float)  # (N, l)
+    others = np.delete(np.arange(K), cfg.victim)
+    rounds = math.ceil(cfg.trials / N)
+    chunk = max(1, max_chunk_bytes // (8 * 6 * N * K * l))
+    out = {k: [] for k in ("success", "possible", "rms", "worst")}
+    for start in range(0, rounds, chunk):
+        c = min(chunk, rounds - start)
+        colluding = np.zeros((c, K), dtype=bool)
+        colluding[:, others] = _draw_colluders(cfg, rng, (c,), others)
+        order = np.argsort(rng.random((c, N, K)), axis=-1)
+        data = rng.uniform(-cfg.Delta, cfg.Delta, (c, K, d))
+        uploads = _mitigate(cfg, data, colluding, rng)
+        sliced = _pad(uploads, idx).transpose(0, 2, 1, 3)  # (c, N, K, l)
+        seq_data = np.take_along_axis(sliced, order[..., None], axis=2)
+        truth = _pad(data[:, cfg.victim], idx)  # (c, N, l)
+        seq_colluding = np.take_along_axis(np.broadcast_to(colluding[:, None], (c, N, K)),
+                                           order, axis=2)
+        position = np.argmax(order == cfg.victim, axis=2)
+        noise = _noise_by_position(cfg, beta, (c, N), K, l, mask, rng)
+        fakes = (rng.uniform(-cfg.Delta, cfg.Delta, (c, N, K, l)) * mask[:, None, :]
+                 if cfg.attacker == "strong" else np.zeros((1, 1, 1, 1)))
+        possible, rms, worst = attack(
+            seq_data.reshape(c * N, K, l), seq_colluding.reshape(c * N, K),
+            position.reshape(-1), truth.reshape(c * N, l), noise.reshape(c * N, K, l),
+            np.broadcast_to(fakes, (c, N, K, l)).reshape(c * N, K, l),
+            np.tile(sizes, c), cfg.attacker)
+        success = possible & (rms <= cfg.tolerance * cfg.Delta)
+        for key, value in (("success", success), ("possible", possible), ("rms", rms),
+                           ("worst", worst)):
+            out[key].append(value.reshape(c, N))
+    result = {k: np.concatenate(v) for k, v in out.items()}
+    result["exposed_fraction"] = result["success"] @ sizes / d
+    return result
+
+
+def _pad(x: NDArray, idx: NDArray) -> NDArray:
+    """Gather slices ``(..., N, l_max)`` from the last axis of ``x``, zero past each slice."""
+    padded = np.concatenate([x, np.zeros((*x.shape[:-1], 1))], axis=-1)
+    return padded[..., idx]
+
+
+def _mitigate(cfg: SARConfig, data: NDArray, colluding: NDArray,
+              rng: np.random.Generator) -> NDArray:
+    """Uploads ``(c, K, d)``: each honest user replaces a slice of its new vector with a stale
+    (an earlier, independent vector) or zero one, with probability ``mitigation_p``."""
+    if cfg.mitigation_p == 0.0:
+        return data
+    c, K, d = data.shape
+    swap_slice = (rng.random((c, K, cfg.N)) < cfg.mitigation_p) & ~colluding[..., None]
+    slice_of_coord = np.repeat(np.arange(cfg.N), slice_sizes(d, cfg.N))
+    swap = swap_slice[..., slice_of_coord]
+    replacement = (rng.uniform(-cfg.Delta, cfg.Delta, (c, K, d)) if cfg.mitigation == "stale"
+                   else np.zeros((c, K, d)))
+    return np.where(swap, replacement, data)
