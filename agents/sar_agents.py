@@ -33,10 +33,10 @@ class SARUser(mesa.Agent):
         """Its estimate of ``p``: the observed colluder frequency (0 before any observation)."""
         return self.colluders_seen / self.seen if self.seen else 0.0
 
-    def observe(self, neighbours_colluding: NDArray) -> None:
-        """Record whether each neighbour it met this round was a colluder."""
-        self.seen += int(neighbours_colluding.size)
-        self.colluders_seen += int(np.count_nonzero(neighbours_colluding))
+    def observe(self, neighbours: int, colluders: int) -> None:
+        """Record how many neighbours it met this round and how many of them colluded."""
+        self.seen += int(neighbours)
+        self.colluders_seen += int(colluders)
 
     def decide(self, threshold: float, min_observations: int) -> None:
         """Opt out when its estimate of ``p`` exceeds ``threshold`` (after enough evidence)."""

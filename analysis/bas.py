@@ -12,10 +12,11 @@ import pandas as pd
 
 from privgames.analysis import plots
 from privgames.analysis.experiments import Experiment, register
-from privgames.analysis.metrics import mean_profile, metric_means, pooled_mse
+from privgames.analysis.metrics import mean_profile, mean_rows, metric_means, pooled
 from privgames.environments.bas_chain import BASChainConfig, BASChainModel
 from privgames.mechanisms.chain import (
     M,
+    chain_mse,
     price_of_anarchy,
     price_of_anarchy_bound,
     social_cost,
@@ -35,7 +36,15 @@ def chain_unit(config: BASChainConfig, seed: np.random.SeedSequence) -> pd.DataF
     model = BASChainModel(config, seed).run()
     last = config.rounds
     trajectory = model.results().melt(id_vars="round", var_name="metric").assign(method="chained")
-    final = model.summary_rows().assign(round=last)
+    errors = model.monte_carlo()
+    final = []
+    for name, sigma2 in model.profiles().items():
+        final += [{"method": name, **row} for row in
+                  mean_rows("mse", errors[name], chain_mse(sigma2.sum(), config.K, config.d))]
+        final += [{"method": name, "metric": metric, "value": float(value)} for metric, value in
+                  (("total_variance", sigma2.sum()), ("epsilon", model.epsilon(sigma2)),
+                   ("mean_cost", model.costs(sigma2).mean()))]
+    final = pd.DataFrame(final).assign(round=last)
     profiles = [pd.DataFrame({"round": last, "method": name, "metric": "sigma2",
                               "position": np.arange(config.K), "value": sigma2})
                 for name, sigma2 in (("chained", model.learned()),
@@ -62,7 +71,7 @@ def chain_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
         "final_distance": float(last["value"].max()),
         "populations": int(rows["population"].nunique()),
     }
-    for r in pooled_mse(rows).itertuples():
+    for r in pooled(rows, "mse").itertuples():
         summary[f"mse_{r.method}"] = r.mse
         summary[f"mse_{r.method}_se"] = r.mse_se
         summary[f"mse_{r.method}_predicted"] = r.mse_predicted
@@ -74,7 +83,7 @@ def figure_summary(by: list[str]):
     """Summary of a figure experiment: a predicted-vs-measured table per grid point."""
 
     def summarize(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
-        table = pooled_mse(rows, by)
+        table = pooled(rows, "mse", by)
         for metric in ("epsilon", "mean_cost"):
             table = table.merge(metric_means(rows, metric, by), on=[*by, "method"])
         wide = table.pivot_table(index=by, columns="method", values="mse")

@@ -8,27 +8,37 @@ import numpy as np
 import pandas as pd
 
 
-def pooled_mse(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
-    """Pool per-population MSE means into one mean and standard error per group and method.
+def pooled(rows: pd.DataFrame, metric: str, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Pool per-population Monte-Carlo means into one mean and standard error per group.
 
-    Each population reports ``mse`` (mean of ``mse_n`` squared errors) and ``mse_var``;
-    the pooled variance adds the within- and between-population parts, and the standard error
-    is ``sqrt(pooled variance / total draws)``. ``mse_predicted`` (eq 9) is averaged.
+    Each population reports ``metric`` (a mean of ``metric_n`` draws) and ``metric_var`` (their
+    sample variance); the pooled variance adds the within- and between-population parts and the
+    standard error is ``sqrt(pooled variance / total draws)``. ``metric_predicted`` (the theory)
+    is averaged over populations. Groups are ``by`` and ``method``.
     """
-    keys = [*by, "method", "population"]
-    wide = rows[rows["metric"].isin(["mse", "mse_var", "mse_n", "mse_predicted"])].pivot_table(
-        index=keys, columns="metric", values="value", aggfunc="first").reset_index()
+    names = [metric, f"{metric}_var", f"{metric}_n", f"{metric}_predicted"]
+    wide = rows[rows["metric"].isin(names)].pivot_table(
+        index=[*by, "method", "population"], columns="metric", values="value",
+        aggfunc="first").reset_index()
 
     def pool(g: pd.DataFrame) -> pd.Series:
-        n, m, v = g["mse_n"].to_numpy(), g["mse"].to_numpy(), g["mse_var"].to_numpy()
+        n, m, v = g[f"{metric}_n"].to_numpy(), g[metric].to_numpy(), g[f"{metric}_var"].to_numpy()
         total = n.sum()
         grand = float(np.sum(n * m) / total)
         var = (np.sum((n - 1) * v) + np.sum(n * (m - grand) ** 2)) / max(total - 1, 1)
-        return pd.Series({"mse": grand, "mse_se": float(np.sqrt(var / total)),
-                          "mse_predicted": float(g["mse_predicted"].mean())})
+        return pd.Series({metric: grand, f"{metric}_se": float(np.sqrt(var / total)),
+                          f"{metric}_predicted": float(g[f"{metric}_predicted"].mean())})
 
-    return (wide.groupby([*by, "method"], sort=False)[["mse_n", "mse", "mse_var", "mse_predicted"]]
-            .apply(pool).reset_index())
+    return wide.groupby([*by, "method"], sort=False)[names].apply(pool).reset_index()
+
+
+def mean_rows(name: str, samples: np.ndarray, predicted: float) -> list[dict]:
+    """Tidy rows ``name``, ``name_var``, ``name_n``, ``name_predicted`` for :func:`pooled`."""
+    return [{"metric": name, "value": float(samples.mean())},
+            {"metric": f"{name}_var", "value": float(samples.var(ddof=1)) if samples.size > 1
+             else 0.0},
+            {"metric": f"{name}_n", "value": float(samples.size)},
+            {"metric": f"{name}_predicted", "value": float(predicted)}]
 
 
 def metric_means(rows: pd.DataFrame, metric: str, by: Sequence[str] = ()) -> pd.DataFrame:

@@ -28,7 +28,6 @@ from privgames.mechanisms.chain import (
     bas_order,
     central_optimum,
     chain_epsilon,
-    chain_mse,
     chain_squared_errors,
     estimate_noise_variance,
     ldp_variances,
@@ -256,17 +255,3 @@ class BASChainModel(mesa.Model):
         x = self.data[self.order]
         return {name: chain_squared_errors(x, sigma2, reps, self.rng)
                 for name, sigma2 in self.profiles().items()}
-
-    def summary_rows(self) -> pd.DataFrame:
-        """Tidy final metrics, one row per (profile, metric), after learning and Monte Carlo."""
-        c = self.config
-        errors = self.monte_carlo()
-        rows = []
-        for name, sigma2 in self.profiles().items():
-            e = errors[name]
-            metrics = {"mse": e.mean(), "mse_var": e.var(ddof=1) if e.size > 1 else 0.0,
-                       "mse_n": e.size, "mse_predicted": float(chain_mse(sigma2.sum(), c.K, c.d)),
-                       "total_variance": sigma2.sum(), "epsilon": self.epsilon(sigma2),
-                       "mean_cost": self.costs(sigma2).mean()}
-            rows += [{"method": name, "metric": k, "value": float(v)} for k, v in metrics.items()]
-        return pd.DataFrame(rows)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import mesa
 import numpy as np
+import pandas as pd
 from numpy.typing import NDArray
 from scipy.stats import binom
 
+from privgames.agents.sar_agents import ColludingAdversary, SARUser
 from privgames.environments.config import (
     ConfigError,
     check_choice,
@@ -23,6 +26,7 @@ from privgames.environments.config import (
 from privgames.mechanisms.chain import M
 from privgames.mechanisms.sar import (
     ATTACKERS,
+    colluder_threshold,
     slice_exposure_given_colluders,
     slice_sizes,
     strong_reconstruction,
@@ -196,12 +200,12 @@ def attack(seq_data: NDArray, seq_colluding: NDArray, position: NDArray, truth: 
     return possible, rms, worst
 
 
-def _noise_by_position(cfg: SARConfig, beta: NDArray, shape: tuple[int, ...], K: int, l: int,
+def _noise_by_position(cfg: SARConfig, beta: NDArray, shape: tuple[int, ...], K: int, width: int,
                        mask: NDArray, rng: np.random.Generator) -> NDArray:
     """Equilibrium noise per sequence position: only the first adds ``m max beta``."""
-    noise = np.zeros((*shape, K, l))
+    noise = np.zeros((*shape, K, width))
     if cfg.noise == "nash":
-        noise[..., 0, :] = math.sqrt(M * beta.max()) * rng.standard_normal((*shape, l)) * mask
+        noise[..., 0, :] = math.sqrt(M * beta.max()) * rng.standard_normal((*shape, width)) * mask
     return noise
 
 
@@ -216,11 +220,11 @@ def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
     """
     K, d, N = cfg.K, cfg.d, cfg.N
     idx, sizes = _slice_index(d, N)
-    l = idx.shape[1]
-    mask = (idx < d).astype(float)  # (N, l)
+    width = idx.shape[1]
+    mask = (idx < d).astype(float)  # (N, width)
     others = np.delete(np.arange(K), cfg.victim)
     rounds = math.ceil(cfg.trials / N)
-    chunk = max(1, max_chunk_bytes // (8 * 6 * N * K * l))
+    chunk = max(1, max_chunk_bytes // (8 * 6 * N * K * width))
     out = {k: [] for k in ("success", "possible", "rms", "worst")}
     for start in range(0, rounds, chunk):
         c = min(chunk, rounds - start)
@@ -229,19 +233,19 @@ def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
         order = np.argsort(rng.random((c, N, K)), axis=-1)
         data = rng.uniform(-cfg.Delta, cfg.Delta, (c, K, d))
         uploads = _mitigate(cfg, data, colluding, rng)
-        sliced = _pad(uploads, idx).transpose(0, 2, 1, 3)  # (c, N, K, l)
+        sliced = _pad(uploads, idx).transpose(0, 2, 1, 3)  # (c, N, K, width)
         seq_data = np.take_along_axis(sliced, order[..., None], axis=2)
-        truth = _pad(data[:, cfg.victim], idx)  # (c, N, l)
+        truth = _pad(data[:, cfg.victim], idx)  # (c, N, width)
         seq_colluding = np.take_along_axis(np.broadcast_to(colluding[:, None], (c, N, K)),
                                            order, axis=2)
         position = np.argmax(order == cfg.victim, axis=2)
-        noise = _noise_by_position(cfg, beta, (c, N), K, l, mask, rng)
-        fakes = (rng.uniform(-cfg.Delta, cfg.Delta, (c, N, K, l)) * mask[:, None, :]
+        noise = _noise_by_position(cfg, beta, (c, N), K, width, mask, rng)
+        fakes = (rng.uniform(-cfg.Delta, cfg.Delta, (c, N, K, width)) * mask[:, None, :]
                  if cfg.attacker == "strong" else np.zeros((1, 1, 1, 1)))
         possible, rms, worst = attack(
-            seq_data.reshape(c * N, K, l), seq_colluding.reshape(c * N, K),
-            position.reshape(-1), truth.reshape(c * N, l), noise.reshape(c * N, K, l),
-            np.broadcast_to(fakes, (c, N, K, l)).reshape(c * N, K, l),
+            seq_data.reshape(c * N, K, width), seq_colluding.reshape(c * N, K),
+            position.reshape(-1), truth.reshape(c * N, width), noise.reshape(c * N, K, width),
+            np.broadcast_to(fakes, (c, N, K, width)).reshape(c * N, K, width),
             np.tile(sizes, c), cfg.attacker)
         success = possible & (rms <= cfg.tolerance * cfg.Delta)
         for key, value in (("success", success), ("possible", possible), ("rms", rms),
@@ -271,3 +275,116 @@ def _mitigate(cfg: SARConfig, data: NDArray, colluding: NDArray,
     replacement = (rng.uniform(-cfg.Delta, cfg.Delta, (c, K, d)) if cfg.mitigation == "stale"
                    else np.zeros((c, K, d)))
     return np.where(swap, replacement, data)
+
+
+class SARModel(mesa.Model):
+    """Rounds of SAR in which users learn whether to take part (section VI-B pre-mechanism).
+
+    Each round the participants' colluding set is drawn, every slice gets its own uniform order,
+    the chain runs with equilibrium noise and the coalition attacks every honest participant on
+    the simulated messages. Each user then observes whether its neighbours in the slices'
+    sequences colluded, and opts out once its estimate of ``p`` passes ``colluder_threshold``
+    for the current number of participants.
+
+    Attributes:
+        config: the validated configuration.
+        beta: the users' preferences.
+        users: the ``SARUser`` agents; ``adversary``: the ``ColludingAdversary``.
+    """
+
+    def __init__(self, config: SARConfig, seed: int | np.random.SeedSequence | None = None
+                 ) -> None:
+        super().__init__(rng=np.random.default_rng(seed))
+        self.config = c = config
+        self.beta = (np.array(c.beta) if c.beta is not None
+                     else self.rng.uniform(0.0, c.beta_max, c.K))
+        self.users = list(SARUser.create_agents(self, c.K))
+        self.adversary = ColludingAdversary(self, c.attacker)
+        self.slices, self.sizes = _slice_index(c.d, c.N)
+        self.round_stats: dict[str, float] = {}
+        self.datacollector = mesa.DataCollector(model_reporters={
+            key: (lambda m, key=key: m.round_stats[key])
+            for key in ("participants", "success_rate", "exposed_fraction", "p_estimate",
+                        "threshold")})
+
+    def step(self) -> None:
+        """One round: draw colluders, run every slice's chain, attack, observe, decide."""
+        ids = np.flatnonzero([u.participating for u in self.users])
+        stats = {"participants": float(ids.size), "success_rate": math.nan,
+                 "exposed_fraction": math.nan, "threshold": math.nan,
+                 "p_estimate": float(np.mean([self.users[i].p_estimate for i in ids]))
+                 if ids.size else math.nan}
+        if ids.size >= 3:
+            stats.update(self._play(ids))
+        self.round_stats = stats
+        self.datacollector.collect(self)
+
+    def _play(self, ids: NDArray) -> dict[str, float]:
+        c, rng, k = self.config, self.rng, ids.size
+        width = self.slices.shape[1]
+        mask = (self.slices < c.d).astype(float)
+        colluding = _draw_colluders(c, rng, (), ids)
+        for i, flag in zip(ids, colluding, strict=True):
+            self.users[i].colluding = bool(flag)
+        order = np.argsort(rng.random((c.N, k)), axis=-1)  # local participant index per position
+        data = rng.uniform(-c.Delta, c.Delta, (k, c.d))
+        uploads = _mitigate(c, data[None], colluding[None], rng)[0]
+        seq_data = np.take_along_axis(_pad(uploads, self.slices).transpose(1, 0, 2),
+                                      order[..., None], axis=1)  # (N, k, width)
+        seq_colluding = colluding[order]
+        noise = _noise_by_position(c, self.beta[ids], (c.N,), k, width, mask, rng)
+        victims = np.flatnonzero(~colluding)
+        v = victims.size
+        fakes = (rng.uniform(-c.Delta, c.Delta, (v, c.N, k, width)) * mask[:, None, :]
+                 if c.attacker == "strong" else np.zeros((v, c.N, k, width)))
+        possible, rms, _ = attack(
+            np.broadcast_to(seq_data, (v, c.N, k, width)).reshape(-1, k, width),
+            np.broadcast_to(seq_colluding, (v, c.N, k)).reshape(-1, k),
+            np.argmax(order[None] == victims[:, None, None], axis=2).reshape(-1),
+            _pad(data[victims], self.slices).reshape(-1, width),
+            np.broadcast_to(noise, (v, c.N, k, width)).reshape(-1, k, width),
+            fakes.reshape(-1, k, width), np.tile(self.sizes, v), c.attacker)
+        success = (possible & (rms <= c.tolerance * c.Delta)).reshape(v, c.N)
+        self.adversary.record(success)
+        self._observe(ids, order, seq_colluding)
+        threshold = colluder_threshold(k, c.attacker)
+        for i in ids:
+            self.users[i].decide(threshold, c.min_observations)
+        return {"success_rate": float(success.mean()) if v else math.nan,
+                "exposed_fraction": float((success @ self.sizes / c.d).mean()) if v else math.nan,
+                "threshold": threshold}
+
+    def _observe(self, ids: NDArray, order: NDArray, seq_colluding: NDArray) -> None:
+        """Each participant sees whether its predecessor and successor in each slice colluded."""
+        k = ids.size
+        pad = np.zeros((order.shape[0], 1), dtype=bool)
+        neighbours = (np.concatenate([pad, seq_colluding[:, :-1]], axis=1).astype(int)
+                      + np.concatenate([seq_colluding[:, 1:], pad], axis=1))
+        seen = np.zeros(k, dtype=int)
+        colluders = np.zeros(k, dtype=int)
+        per_position = np.full(k, 2)
+        per_position[[0, -1]] = 1  # the ends of a sequence have one neighbour
+        for n in range(order.shape[0]):
+            np.add.at(seen, order[n], per_position)
+            np.add.at(colluders, order[n], neighbours[n])
+        for local, i in enumerate(ids):
+            self.users[i].observe(seen[local], colluders[local])
+
+    def run(self, rounds: int | None = None) -> SARModel:
+        """Run ``rounds`` rounds (default: the configured number)."""
+        for _ in range(self.config.rounds if rounds is None else rounds):
+            self.step()
+        return self
+
+    def results(self) -> pd.DataFrame:
+        """Per round: participants, attack success, exposed fraction, mean estimate of p."""
+        df = self.datacollector.get_model_vars_dataframe()
+        return df.rename_axis("round").reset_index().assign(round=lambda f: f["round"] + 1)
+
+    def predicted(self) -> dict[str, float]:
+        """The theory for the configured ``K`` and ``p``, and the participation level at which
+        the threshold of eq (33) admits ``p``."""
+        c = self.config
+        admitted = [k for k in range(3, c.K + 1) if colluder_threshold(k, c.attacker) >= c.p]
+        return {**c.predicted(), "threshold": colluder_threshold(c.K, c.attacker),
+                "largest_admitting_K": float(max(admitted)) if admitted else math.nan}

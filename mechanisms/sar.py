@@ -27,7 +27,7 @@ def _check(K: int, p: float) -> None:
 
 
 def weak_failure_probability(K: int, p: float) -> float:
-    """Eq (31): ``delta_1 = (K - 2) p^2 / K``; the victim is interior and both neighbours collude."""
+    """Eq (31): ``delta_1 = (K - 2) p^2 / K``: the victim is interior, both neighbours collude."""
     _check(K, p)
     return (K - 2) * p * p / K
 
