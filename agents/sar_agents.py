@@ -5,6 +5,7 @@ from __future__ import annotations
 import mesa
 import numpy as np
 from numpy.typing import NDArray
+from scipy.stats import beta as beta_dist
 
 
 class SARUser(mesa.Agent):
@@ -12,8 +13,9 @@ class SARUser(mesa.Agent):
 
     It does not know ``p``: it counts how often the neighbours it meets in the slices'
     sequences turn out to be colluders (the soft trust boundary it "obtains by observing",
-    section VI-B) and opts out for good once its estimate passes the threshold of eq (33)
-    (the pre-mechanism).
+    section VI-B) and opts out for good once it is confident that ``p`` exceeds the threshold
+    of eq (33) (the pre-mechanism): the one-sided Clopper-Pearson lower bound of ``p`` at
+    level ``confidence`` passes the threshold (``confidence=0``: the point estimate does).
 
     Attributes:
         participating: whether it takes part in the chain.
@@ -38,9 +40,16 @@ class SARUser(mesa.Agent):
         self.seen += int(neighbours)
         self.colluders_seen += int(colluders)
 
-    def decide(self, threshold: float, min_observations: int) -> None:
-        """Opt out when its estimate of ``p`` exceeds ``threshold`` (after enough evidence)."""
-        if self.seen >= min_observations and self.p_estimate > threshold:
+    def p_lower_bound(self, confidence: float) -> float:
+        """One-sided Clopper-Pearson lower confidence bound of ``p``."""
+        if confidence == 0.0 or self.colluders_seen == 0:
+            return self.p_estimate if confidence == 0.0 else 0.0
+        return float(beta_dist.ppf(1.0 - confidence, self.colluders_seen,
+                                   self.seen - self.colluders_seen + 1))
+
+    def decide(self, threshold: float, min_observations: int, confidence: float) -> None:
+        """Opt out when confident that ``p`` exceeds ``threshold`` (after enough evidence)."""
+        if self.seen >= min_observations and self.p_lower_bound(confidence) > threshold:
             self.participating = False
 
 

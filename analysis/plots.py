@@ -41,3 +41,44 @@ def methods_vs(rows: pd.DataFrame, x: str, metrics: Sequence[str],
         ax.set(yscale="log", ylabel=metric)
     fig.tight_layout()
     return fig
+
+
+def measured_vs_predicted(rows: pd.DataFrame, x: str, metric: str,
+                          hue: str | None = None) -> plt.Figure:
+    """Measured rate (markers, 2-SE bars) and theory (dashed) against ``x``, per attacker."""
+    measured = rows[rows["metric"] == metric].rename(columns={"method": "attacker"})
+    predicted = rows[rows["metric"] == f"{metric}_predicted"].rename(
+        columns={"method": "attacker"})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
+    for ax, attacker in zip(axes, ("weak", "strong"), strict=True):
+        m = measured[measured["attacker"] == attacker]
+        sns.lineplot(m, x=x, y="value", hue=hue, marker="o", errorbar=("se", 2), ax=ax,
+                     linestyle="none", palette="viridis" if hue else None, err_style="bars")
+        sns.lineplot(predicted[predicted["attacker"] == attacker], x=x, y="value", hue=hue,
+                     ax=ax, linestyle="--", legend=False, errorbar=None,
+                     palette="viridis" if hue else None)
+        ax.set(title=f"{attacker} attacker (dashed: theory)", ylabel=metric)
+    fig.tight_layout()
+    return fig
+
+
+def thresholds(rows: pd.DataFrame) -> plt.Figure:
+    """Fig 8: the colluder threshold p_k vs K for weak and strong attackers."""
+    sel = rows[rows["metric"] == "threshold"].rename(columns={"method": "attacker"})
+    fig, ax = plt.subplots(figsize=(6, 4))
+    sns.lineplot(sel, x="K", y="value", hue="attacker", marker="o", ax=ax, errorbar=None)
+    ax.set(yscale="log", ylabel="p_k threshold (failure <= 1/K^2)")
+    fig.tight_layout()
+    return fig
+
+
+def participation(rows: pd.DataFrame) -> plt.Figure:
+    """Participants and attack success per round, a line per p."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, metric in zip(axes, ("participants", "success_rate"), strict=True):
+        sel = rows[rows["metric"] == metric].rename(columns={"method": "attacker"})
+        sns.lineplot(sel, x="round", y="value", hue="p", style="attacker", ax=ax,
+                     palette="viridis", errorbar=None)
+        ax.set(ylabel=metric)
+    fig.tight_layout()
+    return fig

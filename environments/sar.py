@@ -57,6 +57,8 @@ class SARConfig:
             round's) or ``zero`` slice instead of the new one.
         rounds: rounds of the participation dynamics (``SARModel``).
         min_observations: neighbours a user must have seen before it may opt out.
+        confidence: a user opts out when the lower confidence bound of ``p`` at this level
+            passes the threshold, in [0, 1) (0: the point estimate).
     """
 
     K: int = 20
@@ -78,6 +80,7 @@ class SARConfig:
     mitigation: str = "stale"
     rounds: int = 40
     min_observations: int = 20
+    confidence: float = 0.9
 
     def __post_init__(self) -> None:
         check_int("K", self.K, 3)
@@ -111,6 +114,7 @@ class SARConfig:
         check_choice("mitigation", self.mitigation, MITIGATIONS)
         check_int("rounds", self.rounds, 1)
         check_int("min_observations", self.min_observations, 0)
+        check_real("confidence", self.confidence, 0.0, 1.0, high_open=True)
 
     def colluder_count_pmf(self) -> tuple[NDArray, NDArray]:
         """Support and probabilities of the number of colluders among the victim's others."""
@@ -142,7 +146,7 @@ def _draw_colluders(cfg: SARConfig, rng: np.random.Generator, shape: tuple[int, 
         return np.broadcast_to(flags, (*shape, n)).copy()
     if cfg.fraction is not None:
         count = round(cfg.fraction * n)
-        ranks = np.argsort(rng.random((*shape, n)), axis=-1)
+        ranks = rng.permuted(np.broadcast_to(np.arange(n), (*shape, n)), axis=-1)
         return ranks < count
     return rng.random((*shape, n)) < cfg.p
 
@@ -230,7 +234,7 @@ def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
         c = min(chunk, rounds - start)
         colluding = np.zeros((c, K), dtype=bool)
         colluding[:, others] = _draw_colluders(cfg, rng, (c,), others)
-        order = np.argsort(rng.random((c, N, K)), axis=-1)
+        order = rng.permuted(np.broadcast_to(np.arange(K), (c, N, K)), axis=-1)
         data = rng.uniform(-cfg.Delta, cfg.Delta, (c, K, d))
         uploads = _mitigate(cfg, data, colluding, rng)
         sliced = _pad(uploads, idx).transpose(0, 2, 1, 3)  # (c, N, K, width)
@@ -326,7 +330,7 @@ class SARModel(mesa.Model):
         colluding = _draw_colluders(c, rng, (), ids)
         for i, flag in zip(ids, colluding, strict=True):
             self.users[i].colluding = bool(flag)
-        order = np.argsort(rng.random((c.N, k)), axis=-1)  # local participant index per position
+        order = rng.permuted(np.broadcast_to(np.arange(k), (c.N, k)), axis=-1)  # by position
         data = rng.uniform(-c.Delta, c.Delta, (k, c.d))
         uploads = _mitigate(c, data[None], colluding[None], rng)[0]
         seq_data = np.take_along_axis(_pad(uploads, self.slices).transpose(1, 0, 2),
@@ -349,7 +353,7 @@ class SARModel(mesa.Model):
         self._observe(ids, order, seq_colluding)
         threshold = colluder_threshold(k, c.attacker)
         for i in ids:
-            self.users[i].decide(threshold, c.min_observations)
+            self.users[i].decide(threshold, c.min_observations, c.confidence)
         return {"success_rate": float(success.mean()) if v else math.nan,
                 "exposed_fraction": float((success @ self.sizes / c.d).mean()) if v else math.nan,
                 "threshold": threshold}

@@ -35,9 +35,11 @@ def test_reproduce_writes_figures_and_report(tmp_path):
     assert main(["reproduce", "--workers", "0", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "report.md").read_text()
     for name in ("bas-chain", "bas-mse-vs-d", "bas-mse-vs-beta", "bas-split", "bas-mse-vs-K",
-                 "bas-properties"):
+                 "bas-properties", "sar-attack", "sar-success-vs-p", "sar-exposure-vs-N",
+                 "sar-thresholds", "sar-participation"):
         assert f"## {name}" in report
         assert json.loads((tmp_path / f"{name}.summary.json").read_text())["experiment"] == name
-    for figure in ("bas-chain", "bas-mse-vs-d", "bas-split"):
+    for figure in ("bas-chain", "bas-mse-vs-d", "bas-split", "sar-thresholds",
+                   "sar-participation"):
         assert (tmp_path / f"{figure}.png").stat().st_size > 10_000
         assert f"({figure}.png)" in report

@@ -1,0 +1,180 @@
+"""Experiments of SAR slicing against colluders (Chained-DP paper, section VI, Fig 8)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privgames.analysis import plots
+from privgames.analysis.experiments import Experiment, register
+from privgames.analysis.metrics import mean_rows, pooled
+from privgames.environments.sar import SARConfig, SARModel, simulate_attacks
+from privgames.mechanisms.sar import colluder_threshold
+
+#: The measured rates and what the theory (``SARConfig.predicted``) calls them.
+RATES = {"success_rate": "failure_probability", "exposed_fraction": "exposed_fraction",
+         "whole_vector_exposure": "whole_vector_exposure"}
+
+
+def attack_unit(config: SARConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
+    """One population of attack trials: measured rates beside the theory, tidy rows.
+
+    Per-round means are the Monte-Carlo draws (the colluding set is shared by a round's
+    slices, so rounds, not slices, are independent). ``max_exact_error`` is the largest
+    reconstruction error among successful attacks when nobody but the first user adds noise.
+    """
+    rng = np.random.default_rng(seed)
+    beta = (np.array(config.beta) if config.beta is not None
+            else rng.uniform(0.0, config.beta_max, config.K))
+    out = simulate_attacks(config, rng, beta)
+    theory = config.predicted()
+    per_round = {"success_rate": out["success"].mean(axis=1),
+                 "exposed_fraction": out["exposed_fraction"],
+                 "whole_vector_exposure": out["success"].all(axis=1).astype(float)}
+    rows = [row for name, samples in per_round.items()
+            for row in mean_rows(name, samples, theory[RATES[name]])]
+    worst = out["worst"][out["success"]]
+    rows += [{"metric": "max_exact_error", "value": float(worst.max()) if worst.size else 0.0},
+             {"metric": "trials", "value": float(out["success"].size)}]
+    return pd.DataFrame(rows).assign(method=config.attacker)
+
+
+def attack_summary(by: list[str]):
+    """Measured vs predicted rates; a table per grid point when there is a grid."""
+
+    def summarize(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+        tables = [pooled(rows, name, by) for name in RATES]
+        table = tables[0]
+        for t in tables[1:]:
+            table = table.merge(t, on=[*by, "method"])
+        z = ((table["success_rate"] - table["success_rate_predicted"]).abs()
+             / table["success_rate_se"].where(table["success_rate_se"] > 0)).fillna(0.0)
+        exact = rows.loc[rows["metric"] == "max_exact_error", "value"].max()
+        summary = {"trials": int(rows.loc[rows["metric"] == "trials", "value"].sum()),
+                   "max_z": float(z.max()), "exact_recovery": bool(exact < 1e-9),
+                   "max_reconstruction_error": float(exact)}
+        if by:
+            return {**summary, "table": table.to_dict(orient="records")}
+        r = table.iloc[0]
+        return {"success_rate": r["success_rate"], "success_rate_se": r["success_rate_se"],
+                "predicted_failure_probability": r["success_rate_predicted"],
+                "exposed_fraction": r["exposed_fraction"],
+                "exposed_fraction_se": r["exposed_fraction_se"],
+                "predicted_exposed_fraction": r["exposed_fraction_predicted"],
+                "whole_vector_exposure": r["whole_vector_exposure"],
+                "whole_vector_exposure_se": r["whole_vector_exposure_se"],
+                "predicted_whole_vector_exposure": r["whole_vector_exposure_predicted"],
+                **summary}
+
+    return summarize
+
+
+def threshold_unit(config: SARConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
+    """Fig 8: the colluder threshold for this K, and the failure rate measured at it."""
+    p = colluder_threshold(config.K, config.attacker)
+    rows = attack_unit(dataclasses.replace(config, p=p), seed)
+    extra = pd.DataFrame([{"metric": "threshold", "value": p, "method": config.attacker},
+                          {"metric": "target", "value": 1.0 / config.K**2,
+                           "method": config.attacker}])
+    return pd.concat([rows, extra], ignore_index=True)
+
+
+def threshold_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+    """Thresholds per K and attacker, with the failure rate measured there vs 1/K^2."""
+    table = pooled(rows, "success_rate", ["K"]).merge(
+        rows[rows["metric"] == "threshold"].groupby(["K", "method"])["value"].first()
+        .rename("threshold").reset_index(), on=["K", "method"])
+    table["target"] = 1.0 / table["K"] ** 2
+    z = (table["success_rate"] - table["target"]).abs() / table["success_rate_se"]
+    return {"table": table.to_dict(orient="records"), "max_z": float(z.max())}
+
+
+def participation_unit(config: SARConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
+    """Participation dynamics: users estimate p and opt out past the threshold."""
+    model = SARModel(config, seed).run()
+    rows = model.results().melt(id_vars="round", var_name="metric")
+    predicted = model.predicted()
+    extra = pd.DataFrame([{"round": config.rounds, "metric": f"predicted_{k}", "value": v}
+                          for k, v in predicted.items()])
+    return pd.concat([rows, extra], ignore_index=True).assign(method=config.attacker)
+
+
+def participation_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+    """Final participation and attack success per grid point (mean over populations)."""
+    last = rows[rows["round"] == params["rounds"]]
+    wide = last.pivot_table(index=["p", "method", "population"], columns="metric",
+                            values="value").reset_index()
+    table = wide.groupby(["p", "method"]).mean(numeric_only=True).reset_index()
+    keep = ["p", "method", "participants", "p_estimate", "success_rate",
+            "predicted_largest_admitting_K", "predicted_failure_probability"]
+    return {"table": table[keep].to_dict(orient="records")}
+
+
+_ATTACK = {"config_type": SARConfig, "run_unit": attack_unit}
+
+register(Experiment(
+    name="sar-attack",
+    description="SAR: weak/strong colluders attack a victim's slices on the simulated "
+                "messages; success vs eq (31) and the corrected eq (32)",
+    summarize=attack_summary([]),
+    defaults={"trials": 25_000},
+    paper={"trials": 250_000},
+    populations=4,
+    **_ATTACK,
+))
+
+register(Experiment(
+    name="sar-success-vs-p",
+    description="Attack success vs p and K, weak and strong attackers, against theory",
+    grid={"p": [0.05, 0.1, 0.2, 0.3, 0.5], "K": [5, 10, 20], "attacker": ["weak", "strong"]},
+    summarize=attack_summary(["p", "K"]),
+    defaults={"trials": 5_000, "d": 1},
+    paper={"trials": 100_000, "K": [3, 5, 10, 20, 50, 100]},
+    populations=2,
+    plot=lambda rows: plots.measured_vs_predicted(rows, "p", "success_rate", hue="K"),
+    **_ATTACK,
+))
+
+register(Experiment(
+    name="sar-exposure-vs-N",
+    description="Exposed fraction and whole-vector exposure vs the number of slices N",
+    grid={"N": [1, 2, 5, 10, 20], "attacker": ["weak", "strong"]},
+    summarize=attack_summary(["N"]),
+    defaults={"trials": 5_000, "d": 20, "K": 10, "p": 0.4},
+    paper={"trials": 100_000, "N": [1, 2, 4, 5, 10, 20]},
+    populations=2,
+    plot=lambda rows: plots.measured_vs_predicted(rows, "N", "whole_vector_exposure"),
+    **_ATTACK,
+))
+
+register(Experiment(
+    name="sar-thresholds",
+    description="Fig 8: p_k thresholds (eq 33, strong numerically) and the failure rate "
+                "measured at them vs 1/K^2",
+    config_type=SARConfig,
+    run_unit=threshold_unit,
+    grid={"K": [3, 5, 10, 20, 50, 100], "attacker": ["weak", "strong"]},
+    summarize=threshold_summary,
+    defaults={"trials": 10_000, "d": 1},
+    paper={"K": list(range(3, 101)), "trials": 200_000},
+    populations=2,
+    plot=plots.thresholds,
+))
+
+register(Experiment(
+    name="sar-participation",
+    description="Users estimate p from their neighbours and opt out past the threshold: "
+                "participation and attack success over rounds",
+    config_type=SARConfig,
+    run_unit=participation_unit,
+    grid={"p": [0.02, 0.05, 0.1, 0.2], "attacker": ["weak", "strong"]},
+    summarize=participation_summary,
+    defaults={"K": 20, "N": 5, "d": 10, "rounds": 30},
+    paper={"K": 50, "rounds": 200, "populations": 20},
+    populations=3,
+    plot=plots.participation,
+))

@@ -1,0 +1,55 @@
+"""Speed of the SAR attack kernel, as a ratio measured in one run.
+
+    python benchmarks/bench_sar.py [--quick]
+
+Reports victim-slice trials per second at K=20 (weak and strong attackers) and the ratio of
+numpy's raw random-number rate to the kernel's rate for the same count of random numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from privgames.environments.sar import SARConfig, simulate_attacks
+
+
+def random_numbers_per_trial(cfg: SARConfig) -> int:
+    """Random numbers a trial consumes with N=1 and d=1: colluder flags of the K-1 others, a
+    shuffle of K positions (K-1 draws), data, the first user's noise, (strong) planted data."""
+    per = (cfg.K - 1) + (cfg.K - 1) + cfg.K + 1
+    return per + (cfg.K if cfg.attacker == "strong" else 0)
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def measure(attacker: str, trials: int) -> dict:
+    cfg = SARConfig(K=20, p=0.1, d=1, N=1, attacker=attacker, trials=trials)
+    rng = np.random.default_rng(0)
+    beta = rng.uniform(0, 1.3, cfg.K)
+    kernel = min(_timed(lambda: simulate_attacks(cfg, rng, beta)) for _ in range(2))
+    draws = random_numbers_per_trial(cfg) * trials
+    buf = np.zeros(draws)  # touched, so the timing excludes page faults
+    raw = min(_timed(lambda: rng.random(out=buf)) for _ in range(2))
+    return {"attacker": attacker, "K": cfg.K, "trials": trials,
+            "trials_per_s": trials / kernel, "random_numbers": draws,
+            "ratio_to_raw": raw / kernel}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    trials = 20_000 if args.quick else 1_000_000
+    print(json.dumps([measure(a, trials) for a in ("weak", "strong")], indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""SAR experiments through the CLI and the experiment API."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from privgames.analysis.cli import main, run_experiment
+
+
+def test_sar_attack_contract(tmp_path, capsys):
+    args = ["run", "sar-attack", "--workers", "0", "--out", str(tmp_path), "--json",
+            "--set", "K=10", "--set", "p=0.3", "--set", "N=2", "--set", "d=8",
+            "--set", "attacker=strong", "--set", "trials=30000"]
+    assert main(args) == 0
+    s = json.loads(capsys.readouterr().out)
+    for key in ("success_rate", "success_rate_se", "predicted_failure_probability",
+                "exposed_fraction", "whole_vector_exposure", "predicted_whole_vector_exposure"):
+        assert key in s
+    assert s["trials"] == 4 * 30000
+    assert abs(s["success_rate"] - s["predicted_failure_probability"]) < 3 * s["success_rate_se"]
+    assert s["exact_recovery"]
+
+
+def test_bad_sar_input_exits_2(capsys):
+    assert main(["run", "sar-attack", "--set", "colluders=[0,1]"]) == 2
+    assert "contains the victim 0" in capsys.readouterr().err
+
+
+def test_thresholds_and_success_grid(tmp_path):
+    s = run_experiment("sar-thresholds", {"K": [3, 10, 30], "trials": 20000}, seed=0, workers=0,
+                       address=None, out=tmp_path, progress=False)
+    table = pd.DataFrame(s["table"])
+    assert (table["success_rate_predicted"] - table["target"]).abs().max() < 1e-9
+    assert s["max_z"] < 3
+    g = run_experiment("sar-success-vs-p", {"K": [5, 10], "p": [0.1, 0.4]}, seed=0, workers=0,
+                       address=None, out=tmp_path, progress=False)
+    assert g["max_z"] < 3 and g["exact_recovery"]
+
+
+def test_participation_experiment(tmp_path):
+    s = run_experiment("sar-participation", {"p": [0.0, 0.5], "attacker": "strong",
+                                             "rounds": 12}, seed=0, workers=0, address=None,
+                       out=tmp_path, progress=False)
+    table = pd.DataFrame(s["table"]).set_index("p")
+    assert table.loc[0.0, "participants"] == 20
+    assert table.loc[0.5, "participants"] < 3

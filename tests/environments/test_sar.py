@@ -1,0 +1,110 @@
+"""SAR attacks executed on simulated messages, against the theory; the participation model."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from privgames.environments.config import ConfigError
+from privgames.environments.sar import SARConfig, SARModel, simulate_attacks
+
+
+def run(cfg: SARConfig, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return simulate_attacks(cfg, rng, rng.uniform(0, 1.3, cfg.K))
+
+
+def within_3_se(per_round: np.ndarray, predicted: float) -> bool:
+    """Rounds are the independent draws; SE = sd / sqrt(rounds) (fixed seed, no flakes)."""
+    se = per_round.std(ddof=1) / math.sqrt(per_round.size)
+    return abs(per_round.mean() - predicted) <= 3 * max(se, 1e-12)
+
+
+@pytest.mark.parametrize("attacker", ["weak", "strong"])
+@pytest.mark.parametrize("K", [3, 5, 10, 20])
+@pytest.mark.parametrize("p", [0.05, 0.2, 0.5])
+def test_success_rate_matches_theory_over_1e5_trials(attacker, K, p):
+    cfg = SARConfig(K=K, p=p, d=1, N=1, attacker=attacker, trials=100_000)
+    out = run(cfg, seed=K)
+    assert out["success"].size == 100_000
+    assert within_3_se(out["success"][:, 0], cfg.predicted()["failure_probability"])
+
+
+@pytest.mark.parametrize("attacker", ["weak", "strong"])
+def test_noise_free_victims_are_recovered_to_float_precision(attacker):
+    for noise in ("nash", "none"):
+        out = run(SARConfig(K=8, p=0.5, d=6, N=2, attacker=attacker, trials=4000, noise=noise))
+        assert out["success"].any()
+        assert np.nanmax(out["worst"][out["possible"]]) < 1e-12
+
+
+@pytest.mark.parametrize("mitigation", ["stale", "zero"])
+@pytest.mark.parametrize("attacker", ["weak", "strong"])
+def test_mitigation_cuts_failure_by_p_p(mitigation, attacker):
+    cfg = SARConfig(K=10, p=0.3, d=8, N=2, attacker=attacker, trials=100_000,
+                    mitigation_p=0.5, mitigation=mitigation)
+    out = run(cfg, seed=3)
+    assert within_3_se(out["success"].mean(axis=1), cfg.predicted()["failure_probability"])
+    base = SARConfig(K=10, p=0.3, d=8, N=2, attacker=attacker).predicted()["failure_probability"]
+    assert cfg.predicted()["failure_probability"] == pytest.approx(0.5 * base)
+
+
+@pytest.mark.parametrize("attacker", ["weak", "strong"])
+def test_slicing_cuts_whole_vector_exposure(attacker):
+    rates = {}
+    for N in (1, 3):
+        cfg = SARConfig(K=6, p=0.5, d=6, N=N, attacker=attacker, trials=60_000)
+        out = run(cfg, seed=N)
+        whole = out["success"].all(axis=1).astype(float)
+        assert within_3_se(whole, cfg.predicted()["whole_vector_exposure"])
+        assert within_3_se(out["exposed_fraction"], cfg.predicted()["exposed_fraction"])
+        rates[N] = whole.mean()
+    assert rates[3] < rates[1] / 2
+
+
+@pytest.mark.parametrize("how", [{"colluders": (1, 2, 3)}, {"fraction": 0.5}])
+def test_fixed_colluding_sets(how):
+    cfg = SARConfig(K=7, d=1, attacker="strong", trials=40_000, **how)
+    out = run(cfg)
+    assert within_3_se(out["success"][:, 0], cfg.predicted()["failure_probability"])
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"p": 1.0}, r"p=1.0 is out of range: p must be in \[0.0, 1.0\)"),
+    ({"p": -0.1}, r"p=-0.1 is out of range"),
+    ({"N": 0}, r"N=0 is out of range: N must be an integer in \[1, 10\]"),
+    ({"N": 11}, r"N=11 is out of range"),
+    ({"K": 2}, r"K=2 is out of range: K must be an integer >= 3"),
+    ({"colluders": (0, 3)}, r"colluders=\[0, 3\] contains the victim 0"),
+    ({"colluders": (25,)}, r"colluders\[0\]=25 is out of range"),
+    ({"attacker": "mild"}, r"attacker='mild' is not allowed"),
+])
+def test_bad_input_names_parameter_and_range(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        SARConfig(**{"K": 20, "d": 10, **kwargs})
+
+
+def test_participation_learning():
+    """Users who never meet colluders stay; when p far exceeds every threshold, all leave;
+    in between, participation settles near the largest K whose threshold admits p."""
+    stay = SARModel(SARConfig(K=12, p=0.0, N=4, rounds=10), seed=1).run()
+    assert stay.results()["participants"].iloc[-1] == 12
+    leave = SARModel(SARConfig(K=12, p=0.6, N=4, rounds=15, attacker="strong"), seed=1).run()
+    assert leave.results()["participants"].iloc[-1] < 3
+    mid = SARModel(SARConfig(K=20, p=0.1, N=5, rounds=40, attacker="weak"), seed=2).run()
+    final = mid.results()["participants"].iloc[-1]
+    assert 3 <= final <= mid.predicted()["largest_admitting_K"] + 2
+    assert mid.adversary.attempts > 0
+    assert len(mid.agents) == 21  # 20 users and the coalition
+
+
+def test_users_estimate_p_from_what_they_see():
+    model = SARModel(SARConfig(K=30, p=0.3, N=10, rounds=20, min_observations=10**9), seed=4)
+    model.run()
+    estimates = np.array([u.p_estimate for u in model.users])
+    seen = np.array([u.seen for u in model.users])
+    # pooled over users the estimate is a binomial proportion: within 4 SE of p
+    pooled = np.sum(estimates * seen) / seen.sum()
+    assert abs(pooled - 0.3) < 4 * math.sqrt(0.3 * 0.7 / seen.sum() * 2)
