@@ -45,10 +45,10 @@ def methods_vs(rows: pd.DataFrame, x: str, metrics: Sequence[str],
 
 def measured_vs_predicted(rows: pd.DataFrame, x: str, metric: str,
                           hue: str | None = None) -> plt.Figure:
-    """Measured rate (markers, 2-SE bars) and theory (dashed) against ``x``, per attacker."""
-    measured = rows[rows["metric"] == metric].rename(columns={"method": "attacker"})
-    predicted = rows[rows["metric"] == f"{metric}_predicted"].rename(
-        columns={"method": "attacker"})
+    """Measured rate (markers, 2-SE bars) and theory (dashed) against ``x``, per attacker
+    (rows of a sweep over ``attacker``)."""
+    measured = rows[rows["metric"] == metric]
+    predicted = rows[rows["metric"] == f"{metric}_predicted"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
     for ax, attacker in zip(axes, ("weak", "strong"), strict=True):
         m = measured[measured["attacker"] == attacker]
@@ -64,7 +64,7 @@ def measured_vs_predicted(rows: pd.DataFrame, x: str, metric: str,
 
 def thresholds(rows: pd.DataFrame) -> plt.Figure:
     """Fig 8: the colluder threshold p_k vs K for weak and strong attackers."""
-    sel = rows[rows["metric"] == "threshold"].rename(columns={"method": "attacker"})
+    sel = rows[rows["metric"] == "threshold"]
     fig, ax = plt.subplots(figsize=(6, 4))
     sns.lineplot(sel, x="K", y="value", hue="attacker", marker="o", ax=ax, errorbar=None)
     ax.set(yscale="log", ylabel="p_k threshold (failure <= 1/K^2)")
@@ -76,7 +76,7 @@ def participation(rows: pd.DataFrame) -> plt.Figure:
     """Participants and attack success per round, a line per p."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, metric in zip(axes, ("participants", "success_rate"), strict=True):
-        sel = rows[rows["metric"] == metric].rename(columns={"method": "attacker"})
+        sel = rows[rows["metric"] == metric]
         sns.lineplot(sel, x="round", y="value", hue="p", style="attacker", ax=ax,
                      palette="viridis", errorbar=None)
         ax.set(ylabel=metric)
