@@ -1,0 +1,434 @@
+"""The PPSP ring: nodes sum their secrets by passing masked states to their successors.
+
+SI-PPSP is vectorized over replications and nodes (the model owns the state arrays, the Mesa
+agents read them through their ring position); AI-PPSP uses local Poisson clocks; nodes leave
+and join as in section IV-E. Paper: ``papers/ppsp-ring-summation.txt``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import mesa
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from privgames.agents.ring_node import RingNode
+from privgames.environments.config import (
+    ConfigError,
+    check_choice,
+    check_int,
+    check_real,
+)
+from privgames.mechanisms.ppsp import (
+    SCHEDULES,
+    epsilon,
+    estimator_error_variance,
+    noise_std,
+    utility_bound,
+    variance_bound,
+)
+
+NOISES = ("gaussian", "laplace")
+PROTOCOLS = ("sync", "async")
+BACKENDS = ("vectorized", "ray")
+#: Most node ids per noise stream: the noise of ids ``[b B, (b+1) B)`` comes from stream ``b``,
+#: so a shard of nodes draws exactly the numbers the whole ring would give them.
+NOISE_BLOCK = 4096
+#: The estimator keeps the last ``n`` states of every node; above this size it is not tracked.
+MAX_WINDOW_BYTES = 256 * 2**20
+
+EXAMPLE2_SECRETS = (25.1698, 15.3211, 69.9334, 45.7828, 98.0388, 36.6547, 44.2351, 11.1407,
+                    53.7235, 100.0)
+
+
+def _per_node(name: str, value: object, n: int, low: float, high: float = math.inf,
+              low_open: bool = True, high_open: bool = False) -> tuple[float, ...]:
+    values = value if isinstance(value, list | tuple) else [value] * n
+    if len(values) != n:
+        raise ConfigError(f"{name} has {len(values)} entries: give one number or n={n}")
+    return tuple(check_real(f"{name}[{i}]" if isinstance(value, list | tuple) else name, v, low,
+                            high, low_open, high_open) for i, v in enumerate(values))
+
+
+@dataclass(frozen=True)
+class PPSPConfig:
+    """Parameters of a PPSP ring.
+
+    Attributes:
+        n: nodes (> 2). K: protocol steps (sync) or ticks per node (async).
+        schedule: ``harmonic`` ``v = c/(k+d)`` or ``geometric`` ``v = c phi^k``; ``v`` is the
+            noise's standard deviation. ``c`` (> 0), ``d`` (>= 0; > 0 to simulate the
+            harmonic schedule) and ``phi`` (in (0, 1)) are one number or one per node.
+        noise: ``gaussian`` or ``laplace``.
+        secrets: one per node (default: uniform on [0, 100]).
+        leave_at, leave_node: node ``leave_node`` leaves gracefully at step ``leave_at``.
+        join_at, join_node, join_next_to, join_secret: node ``join_node`` (an id not on the
+            ring then; default: the node that left) joins after ``join_next_to`` (default: the
+            leaver's predecessor) at step ``join_at`` with secret ``join_secret`` (default: its
+            old secret).
+        protocol: ``sync`` (SI-PPSP) or ``async`` (AI-PPSP, static ring).
+        backend: ``vectorized`` or ``ray`` (shards of consecutive nodes as Ray actors).
+        shards: Ray actors. replications: independent runs vectorized together.
+        delta: adjacency of secrets for the privacy budget (Theorem 3).
+    """
+
+    n: int = 10
+    K: int = 2000
+    schedule: str = "harmonic"
+    c: float | tuple[float, ...] = 1000.0
+    d: float | tuple[float, ...] = 1.0
+    phi: float | tuple[float, ...] = 0.99
+    noise: str = "gaussian"
+    secrets: tuple[float, ...] | None = None
+    leave_at: int | None = None
+    leave_node: int | None = None
+    join_at: int | None = None
+    join_node: int | None = None
+    join_next_to: int | None = None
+    join_secret: float | None = None
+    protocol: str = "sync"
+    backend: str = "vectorized"
+    shards: int = 2
+    replications: int = 20
+    delta: float = 1.0
+    nodes: tuple = field(init=False, repr=False, default=())
+
+    def __post_init__(self) -> None:
+        n = check_int("n", self.n, 3)
+        check_int("K", self.K, 1)
+        check_choice("schedule", self.schedule, SCHEDULES)
+        object.__setattr__(self, "c", _per_node("c", self.c, n, 0.0))
+        object.__setattr__(self, "d", _per_node("d", self.d, n, 0.0, low_open=False))
+        object.__setattr__(self, "phi", _per_node("phi", self.phi, n, 0.0, 1.0, True, True))
+        if self.schedule == "harmonic" and min(self.d) == 0:
+            raise ConfigError("d=0 gives v(0) = c/0, infinite noise at k=0: to simulate the "
+                              "harmonic schedule d must be > 0")
+        check_choice("noise", self.noise, NOISES)
+        if self.secrets is not None:
+            object.__setattr__(self, "secrets", _per_node("secrets", list(self.secrets), n,
+                                                          -math.inf, low_open=False))
+        check_choice("protocol", self.protocol, PROTOCOLS)
+        check_choice("backend", self.backend, BACKENDS)
+        check_int("replications", self.replications, 1)
+        check_real("delta", self.delta, 0.0, low_open=True)
+        self._check_events()
+        check_int("shards", self.shards, 1, self.n // 2)
+        if self.backend == "ray" and self.protocol != "sync":
+            raise ConfigError("backend='ray' runs protocol='sync' only")
+
+    def _check_events(self) -> None:
+        n = self.n
+        if (self.leave_at is not None or self.join_at is not None) and self.protocol != "sync":
+            raise ConfigError("leave_at/join_at need protocol='sync': the asynchronous ring here "
+                              "is static")
+        if self.leave_at is not None:
+            check_int("leave_at", self.leave_at, 0, self.K - 1)
+            node = n - 1 if self.leave_node is None else self.leave_node
+            if not isinstance(node, int) or not 0 <= node < n:
+                raise ConfigError(f"leave_node={node!r} is not on the ring: leave_node must be a "
+                                  f"node id in [0, {n - 1}]")
+            object.__setattr__(self, "leave_node", node)
+        if self.join_at is not None:
+            check_int("join_at", self.join_at, 0, self.K - 1)
+            left = self.leave_node if self.leave_at is not None and self.leave_at < self.join_at \
+                else None
+            node = left if self.join_node is None else self.join_node
+            if node is None:
+                raise ConfigError("join_node is missing: give the id of the joining node (a new "
+                                  f"id >= {n}, or the id of a node that left before join_at)")
+            if not isinstance(node, int) or node < 0 or (node < n and node != left):
+                raise ConfigError(f"join_node={node!r} is an existing id: a joining node needs an "
+                                  f"id not on the ring at join_at (>= {n}, or the node that left)")
+            nxt = (left - 1) % n if self.join_next_to is None and left is not None \
+                else self.join_next_to
+            on_ring = set(range(n)) - ({left} if left is not None else set())
+            if nxt not in on_ring:
+                raise ConfigError(f"join_next_to={nxt!r} is not on the ring at join_at: it must "
+                                  f"be one of {sorted(on_ring)}")
+            secret = self.join_secret
+            if secret is None and node >= n:
+                raise ConfigError("join_secret is missing: a new node needs a secret")
+            object.__setattr__(self, "join_node", node)
+            object.__setattr__(self, "join_next_to", nxt)
+
+    @property
+    def capacity(self) -> int:
+        """Node ids ever used (noise streams are drawn for all of them every step)."""
+        extra = self.join_node + 1 if self.join_at is not None else 0
+        return max(self.n, extra)
+
+    @property
+    def block(self) -> int:
+        """Node ids per noise stream."""
+        return min(NOISE_BLOCK, self.capacity)
+
+    def schedule_arrays(self) -> tuple[NDArray, NDArray, NDArray | None]:
+        """``c``, ``d``, ``phi`` (None if harmonic) by node id; a new joined id uses node 0's."""
+        idx = np.where(np.arange(self.capacity) < self.n, np.arange(self.capacity), 0)
+        c, d, phi = (np.asarray(v, dtype=float)[idx] for v in (self.c, self.d, self.phi))
+        return c, d, (None if self.schedule == "harmonic" else phi)
+
+
+class Schedule:
+    """``v_i(k)`` by node id, with the per-node parameters held as arrays."""
+
+    def __init__(self, config: PPSPConfig) -> None:
+        self.c, self.d, self.phi = config.schedule_arrays()
+
+    def __call__(self, k: ArrayLike, ids: NDArray) -> NDArray:
+        return noise_std(k, self.c[ids], self.d[ids], None if self.phi is None else self.phi[ids])
+
+
+class RingNoise:
+    """Standard (unit-variance) noise per node id and step, one stream per block of ids.
+
+    Whoever owns ids ``[lo, hi)`` draws the blocks overlapping them once per step and gets the
+    same numbers, so a sharded ring reproduces the vectorized one exactly.
+    """
+
+    def __init__(self, seed: np.random.SeedSequence, config: PPSPConfig, ids) -> None:
+        self.replications, self.kind, self.block = config.replications, config.noise, config.block
+        blocks = sorted({int(i) // self.block for i in ids})
+        self.streams = {b: np.random.default_rng(np.random.SeedSequence(
+            seed.entropy, spawn_key=(*seed.spawn_key, 1, b))) for b in blocks}
+
+    def draw(self) -> dict[int, NDArray]:
+        """One step's noise for every owned block: ``{block: (replications, NOISE_BLOCK)}``."""
+        size = (self.replications, self.block)
+        if self.kind == "gaussian":
+            return {b: g.standard_normal(size) for b, g in self.streams.items()}
+        return {b: g.laplace(0.0, 1.0 / math.sqrt(2.0), size) for b, g in self.streams.items()}
+
+    def step(self, ids: NDArray) -> NDArray:
+        """Draw this step's noise and return the columns of node ids ``ids``."""
+        blocks = self.draw()
+        if len(blocks) == 1:
+            (b, z), = blocks.items()
+            identity = b == 0 and ids.size == z.shape[1] and bool(np.all(ids[1:] > ids[:-1]))
+            return z if identity else z[:, ids - b * self.block]
+        full = np.concatenate([blocks[b] for b in sorted(blocks)], axis=1)
+        return full[:, ids - min(blocks) * self.block]
+
+
+def sync_step(x: NDArray, beta: NDArray, leave: int | None = None,
+              leave_secret: float = 0.0) -> NDArray:
+    """One SI-PPSP step in ring order (last axis), with an optional graceful leave.
+
+    A leaver at position ``p`` sends ``x_p - s_p`` instead of ``x_p - beta_p``; its predecessor
+    sends nothing and keeps its state: ``x_{p-1}(k+1) = x_{p-1}(k) + d_{p-2}(k)`` (section IV-E).
+    The leaver's column is removed from the result.
+    """
+    d = x - beta
+    if leave is None:
+        return np.roll(d, 1, axis=-1) + beta
+    d[..., leave] = x[..., leave] - leave_secret
+    out = np.roll(d, 1, axis=-1) + beta
+    pred = (leave - 1) % x.shape[-1]
+    out[..., pred] = np.roll(d, 1, axis=-1)[..., pred] + x[..., pred]
+    return np.delete(out, leave, axis=-1)
+
+
+@dataclass
+class RingRun:
+    """What a run records: per-step error and states, and the ring at the end."""
+
+    error: NDArray            # (steps, replications): sum_i |y_i - sum of active secrets|
+    sums: NDArray             # (steps, replications): network sum of the states
+    targets: NDArray          # (steps,): sum of the active nodes' secrets
+    estimates: NDArray | None  # (steps, n_max) estimator of replication 0 by node id, or None
+    messages: NDArray | None  # (steps, replications, n) transmitted d (static ring) or None
+    ids: NDArray              # ring order at the end
+    state: NDArray            # (replications, m) final states in ring order
+
+
+class PPSPModel(mesa.Model):
+    """A PPSP ring with Mesa nodes over vectorized state arrays.
+
+    Attributes:
+        config: the validated configuration.
+        secrets: secret per node id.
+        ids: node ids in ring order; ``state``: ``(replications, len(ids))`` states.
+        nodes: ``RingNode`` agents by id.
+    """
+
+    def __init__(self, config: PPSPConfig, seed: int | np.random.SeedSequence | None = None,
+                 record_messages: bool = False) -> None:
+        super().__init__(rng=np.random.default_rng(seed))
+        self.config = c = config
+        self.seed_sequence = (seed if isinstance(seed, np.random.SeedSequence)
+                              else np.random.SeedSequence(seed))
+        secrets = (np.array(c.secrets) if c.secrets is not None
+                   else self.rng.uniform(0.0, 100.0, c.n))
+        self.secrets = np.zeros(c.capacity)
+        self.secrets[:c.n] = secrets
+        if c.join_at is not None:
+            self.secrets[c.join_node] = (c.join_secret if c.join_secret is not None
+                                         else self.secrets[c.join_node])
+        self.ids = np.arange(c.n)
+        self.state = np.tile(secrets, (c.replications, 1))
+        self.record_messages = record_messages
+        self.nodes = {i: RingNode(self, i, self.secrets[i], c.c[i] if i < c.n else c.c[0],
+                                  (1.0, 1.0, 1.0)) for i in range(c.capacity)}
+        self.run_result: RingRun | None = None
+        self.std = Schedule(c)
+
+    def state_of(self, node_id: int) -> NDArray:
+        """Node ``node_id``'s state in every replication."""
+        return self.state[:, int(np.flatnonzero(self.ids == node_id)[0])]
+
+    # --- protocols ----------------------------------------------------------------------
+    def run(self) -> RingRun:
+        """Run the configured protocol for K steps and record error and sums."""
+        c = self.config
+        if c.backend == "ray":
+            from privgames.environments.ppsp_ray import run_ray_ring
+
+            self.run_result = run_ray_ring(self)
+        elif c.protocol == "sync":
+            self.run_result = self._run_sync()
+        else:
+            self.run_result = self._run_async()
+        return self.run_result
+
+    def _run_sync(self) -> RingRun:
+        c = self.config
+        noise = RingNoise(self.seed_sequence, c, range(c.capacity))
+        window = Window(c)
+        messages = [] if self.record_messages else None
+        for k in range(c.K):
+            self._join_if_due(k)
+            beta = self.std(k, self.ids) * noise.step(self.ids)
+            if messages is not None:
+                messages.append(self.state - beta)
+            if k == c.leave_at:
+                p = int(np.flatnonzero(self.ids == c.leave_node)[0])
+                self.state = sync_step(self.state, beta, p, self.secrets[c.leave_node])
+                self.ids = np.delete(self.ids, p)
+            else:
+                self.state = sync_step(self.state, beta)
+            window.record(self.ids, self.state, self.secrets[self.ids].sum(), self.ids.size)
+        return window.result(self.ids, self.state,
+                             None if messages is None else np.array(messages))
+
+    def _join_if_due(self, k: int) -> None:
+        c = self.config
+        if k != c.join_at:
+            return
+        pos = int(np.flatnonzero(self.ids == c.join_next_to)[0]) + 1
+        self.ids = np.insert(self.ids, pos, c.join_node)
+        self.state = np.insert(self.state, pos, self.secrets[c.join_node], axis=1)
+
+    def _run_async(self) -> RingRun:
+        """AI-PPSP: every node ticks on its own rate-1 Poisson clock.
+
+        On a tick node ``i`` sends ``x_i - beta_i`` to its successor's mailbox and sets
+        ``x_i <- beta_i + (its mailbox)``, emptying it; so ``sum_i (x_i + mailbox_i)`` is
+        invariant. The next ticking node is uniform among the ``n`` (superposed clocks), and
+        ``beta_i`` uses node ``i``'s own tick count ``k_i`` in its schedule. A node's estimate
+        is ``n`` times the mean of what it holds (``x_i + mailbox_i``) just before its last
+        ``n`` ticks: each unit of mass is equally likely at any node in the long run (PASTA).
+        """
+        c = self.config
+        R, n = c.replications, c.n
+        rows = np.arange(R)
+        rng = np.random.default_rng(self.seed_sequence.spawn(1)[0])
+        mailbox = np.zeros((R, n))
+        ticks = np.zeros((R, n), dtype=int)
+        held = np.full((R, n, n), np.nan)  # last n holdings per node (ring buffer by tick)
+        target = self.secrets[:n].sum()
+        errors, sums = [], []
+        for _ in range(c.K):  # K ticks per node on average: n events per "step"
+            for _ in range(n):
+                i = rng.integers(0, n, R)
+                k_i = ticks[rows, i]
+                holding = self.state[rows, i] + mailbox[rows, i]
+                held[rows, i, k_i % n] = holding
+                std = self.std(k_i, i)
+                z = (rng.standard_normal(R) if c.noise == "gaussian"
+                     else rng.laplace(0.0, 1.0 / math.sqrt(2.0), R))
+                beta = std * z
+                succ = (i + 1) % n
+                mailbox[rows, succ] += self.state[rows, i] - beta
+                self.state[rows, i] = beta + mailbox[rows, i]
+                mailbox[rows, i] = 0.0
+                ticks[rows, i] += 1
+            estimate = n * np.nanmean(held, axis=2)
+            errors.append(np.nansum(np.abs(estimate - target), axis=1))
+            sums.append(self.state.sum(axis=1) + mailbox.sum(axis=1))
+        self.mailbox = mailbox
+        steps = len(errors)
+        return RingRun(np.array(errors), np.array(sums), np.full(steps, target), None, None,
+                       self.ids.copy(), self.state.copy())
+
+    # --- theory -------------------------------------------------------------------------
+    def predicted(self) -> dict[str, float]:
+        """Theorem 1-3 numbers for this ring, and the exact limit of the estimator error."""
+        c = self.config
+        phi = None if c.schedule == "harmonic" else c.phi
+        return {"epsilon": epsilon(c.K, c.delta, c.c, c.d, phi),
+                "utility_bound": utility_bound(c.c, c.n, phi),
+                "variance_bound": variance_bound(c.c, c.n, phi),
+                "exact_error": self.exact_error(c.K)}
+
+    def exact_error(self, k: int) -> float:
+        """``E sum_i |y_i - s|`` at the end of step ``k`` for Gaussian noise on the static ring:
+        ``y_i`` sums the last ``n`` states, so its noise is that of steps ``k-n+1 .. k-1``."""
+        c = self.config
+        steps = np.arange(k - c.n + 1, k)
+        if steps.size == 0 or steps[0] < 0:
+            return math.nan
+        std = np.stack([self.std(s, np.arange(c.n)) for s in steps])
+        return float(np.sum(np.sqrt(2.0 / math.pi * estimator_error_variance(std))))
+
+
+class Window:
+    """The estimator ``y_i``: the sum of each node's last ``m`` states (``m`` = ring size).
+
+    States are kept by node id, so a node that joins starts with an empty window and one that
+    leaves stops counting. Tracked when the window fits in ``MAX_WINDOW_BYTES``.
+    """
+
+    def __init__(self, config: PPSPConfig) -> None:
+        self.cap, self.R = config.capacity, config.replications
+        self.enabled = 8 * self.cap * self.cap * self.R <= MAX_WINDOW_BYTES
+        self.buffer = np.full((self.cap, self.R, self.cap), np.nan) if self.enabled else None
+        self.step = 0
+        self.error, self.sums, self.targets, self.estimates = [], [], [], []
+
+    def record(self, ids: NDArray, state: NDArray, target: float, m: int) -> None:
+        """Record one step of the nodes ``ids`` (all of the ring, or one shard of it) for a ring
+        of ``m`` nodes whose secrets sum to ``target``."""
+        self.sums.append(state.sum(axis=1))
+        self.targets.append(target)
+        if self.enabled:
+            row = self.buffer[self.step % self.cap]
+            row[:] = np.nan
+            row[:, ids] = state
+            last = [(self.step - r) % self.cap for r in range(min(m, self.step + 1))]
+            y = np.nansum(self.buffer[last][:, :, ids], axis=0)
+            self.error.append(np.abs(y - target).sum(axis=1))
+            est = np.full(self.cap, np.nan)
+            est[ids] = y[0]
+            self.estimates.append(est)
+        self.step += 1
+
+    def result(self, ids: NDArray, state: NDArray, messages: NDArray | None) -> RingRun:
+        steps = len(self.sums)
+        return RingRun(np.array(self.error) if self.enabled else np.full((steps, self.R), np.nan),
+                       np.array(self.sums), np.array(self.targets),
+                       np.array(self.estimates) if self.enabled else None, messages, ids.copy(),
+                       state.copy())
+
+
+def trajectory_frame(run: RingRun) -> pd.DataFrame:
+    """Per step: mean and standard error of the estimator error, the sum drift, the target."""
+    reps = run.error.shape[1]
+    return pd.DataFrame({
+        "step": np.arange(1, run.error.shape[0] + 1),
+        "error": run.error.mean(axis=1),
+        "error_se": run.error.std(axis=1, ddof=1) / math.sqrt(reps) if reps > 1 else 0.0,
+        "sum_drift": np.abs(run.sums - run.targets[:, None]).max(axis=1),
+        "target": run.targets})
