@@ -24,6 +24,7 @@ from privgames.environments.config import (
 )
 from privgames.mechanisms.ppsp import (
     SCHEDULES,
+    eavesdropper_statistics,
     epsilon,
     estimator_error_variance,
     noise_std,
@@ -67,8 +68,8 @@ class PPSPConfig:
         leave_at, leave_node: node ``leave_node`` leaves gracefully at step ``leave_at``.
         join_at, join_node, join_next_to, join_secret: node ``join_node`` (an id not on the
             ring then; default: the node that left) joins after ``join_next_to`` (default: the
-            leaver's predecessor) at step ``join_at`` with secret ``join_secret`` (default: its
-            old secret).
+            leaver's predecessor, else the last node) at step ``join_at`` with secret
+            ``join_secret`` (default: its old secret).
         protocol: ``sync`` (SI-PPSP) or ``async`` (AI-PPSP, static ring).
         backend: ``vectorized`` or ``ray`` (shards of consecutive nodes as Ray actors).
         shards: Ray actors. replications: independent runs vectorized together.
@@ -115,9 +116,10 @@ class PPSPConfig:
         check_int("replications", self.replications, 1)
         check_real("delta", self.delta, 0.0, low_open=True)
         self._check_events()
-        check_int("shards", self.shards, 1, self.n // 2)
-        if self.backend == "ray" and self.protocol != "sync":
-            raise ConfigError("backend='ray' runs protocol='sync' only")
+        if self.backend == "ray":
+            check_int("shards", self.shards, 1, self.n // 2)
+            if self.protocol != "sync":
+                raise ConfigError("backend='ray' runs protocol='sync' only")
 
     def _check_events(self) -> None:
         n = self.n
@@ -142,8 +144,8 @@ class PPSPConfig:
             if not isinstance(node, int) or node < 0 or (node < n and node != left):
                 raise ConfigError(f"join_node={node!r} is an existing id: a joining node needs an "
                                   f"id not on the ring at join_at (>= {n}, or the node that left)")
-            nxt = (left - 1) % n if self.join_next_to is None and left is not None \
-                else self.join_next_to
+            default = (left - 1) % n if left is not None else n - 1
+            nxt = default if self.join_next_to is None else self.join_next_to
             on_ring = set(range(n)) - ({left} if left is not None else set())
             if nxt not in on_ring:
                 raise ConfigError(f"join_next_to={nxt!r} is not on the ring at join_at: it must "
@@ -327,9 +329,11 @@ class PPSPModel(mesa.Model):
         On a tick node ``i`` sends ``x_i - beta_i`` to its successor's mailbox and sets
         ``x_i <- beta_i + (its mailbox)``, emptying it; so ``sum_i (x_i + mailbox_i)`` is
         invariant. The next ticking node is uniform among the ``n`` (superposed clocks), and
-        ``beta_i`` uses node ``i``'s own tick count ``k_i`` in its schedule. A node's estimate
-        is ``n`` times the mean of what it holds (``x_i + mailbox_i``) just before its last
-        ``n`` ticks: each unit of mass is equally likely at any node in the long run (PASTA).
+        ``beta_i`` uses node ``i``'s own tick count ``k_i`` in its schedule. The mass moves one
+        hop per tick of its holder, so it coalesces and circles the ring; each unit of it is
+        equally likely at any node in the long run, and by PASTA a node's estimate of the sum is
+        ``n`` times the mean of what it held (``x_i + mailbox_i``) just before each of its ticks
+        so far. Its error falls like ``1/sqrt(ticks)``, not geometrically as in SI-PPSP.
         """
         c = self.config
         R, n = c.replications, c.n
@@ -337,15 +341,14 @@ class PPSPModel(mesa.Model):
         rng = np.random.default_rng(self.seed_sequence.spawn(1)[0])
         mailbox = np.zeros((R, n))
         ticks = np.zeros((R, n), dtype=int)
-        held = np.full((R, n, n), np.nan)  # last n holdings per node (ring buffer by tick)
+        held = np.zeros((R, n))  # sum of holdings seen at each node's ticks
         target = self.secrets[:n].sum()
         errors, sums = [], []
         for _ in range(c.K):  # K ticks per node on average: n events per "step"
             for _ in range(n):
                 i = rng.integers(0, n, R)
                 k_i = ticks[rows, i]
-                holding = self.state[rows, i] + mailbox[rows, i]
-                held[rows, i, k_i % n] = holding
+                held[rows, i] += self.state[rows, i] + mailbox[rows, i]
                 std = self.std(k_i, i)
                 z = (rng.standard_normal(R) if c.noise == "gaussian"
                      else rng.laplace(0.0, 1.0 / math.sqrt(2.0), R))
@@ -355,13 +358,49 @@ class PPSPModel(mesa.Model):
                 self.state[rows, i] = beta + mailbox[rows, i]
                 mailbox[rows, i] = 0.0
                 ticks[rows, i] += 1
-            estimate = n * np.nanmean(held, axis=2)
-            errors.append(np.nansum(np.abs(estimate - target), axis=1))
+            estimate = n * held / np.maximum(ticks, 1)
+            errors.append(np.abs(estimate - target).sum(axis=1))
             sums.append(self.state.sum(axis=1) + mailbox.sum(axis=1))
         self.mailbox = mailbox
         steps = len(errors)
         return RingRun(np.array(errors), np.array(sums), np.full(steps, target), None, None,
                        self.ids.copy(), self.state.copy())
+
+    # --- nodes choosing their noise ------------------------------------------------------------
+    def learn_noise(self, weights: NDArray, rounds: int, spread: float = 2.0) -> pd.DataFrame:
+        """Best-response dynamics over the nodes' ``c_i`` (harmonic schedule, ``d`` of node 0).
+
+        Each node starts from its own preferred ``c`` times a factor drawn log-uniformly in
+        ``[1/spread, spread]``; in every round the nodes, in random order, best-respond to the
+        other nodes' smallest and largest ``c`` (which a min-/max-consensus on the ring gives
+        them). ``weights`` is ``(n, 3)``: each node's private ``(gamma_u, gamma_a, gamma_p)``.
+        Returns ``c`` per round and node.
+        """
+        c, n = self.config, self.config.n
+        nodes = [self.nodes[i] for i in range(n)]
+        args = (n, c.K, c.delta, c.d[0])
+        for node, w in zip(nodes, np.asarray(weights, dtype=float), strict=True):
+            node.weights = tuple(w)
+            node.c = node.preferred_c(*args) * spread ** self.rng.uniform(-1.0, 1.0)
+        rows = [{"round": 0, "node": i, "c": node.c} for i, node in enumerate(nodes)]
+        for r in range(1, rounds + 1):
+            for i in self.rng.permutation(n):
+                others = np.array([nodes[j].c for j in range(n) if j != i])
+                nodes[i].best_respond(others.min(), others.max(), *args)
+            rows += [{"round": r, "node": i, "c": node.c} for i, node in enumerate(nodes)]
+        return pd.DataFrame(rows)
+
+    # --- attacks --------------------------------------------------------------------------
+    def transcript_statistics(self) -> tuple[NDArray, NDArray]:
+        """``S_i(k) = s_i - beta_i(k)`` per replication and the noise std per step, from the
+        recorded messages of a static ring (``record_messages=True``)."""
+        run = self.run_result
+        if run is None or run.messages is None:
+            raise ValueError("no recorded messages: build the model with record_messages=True "
+                             "on a static synchronous ring and run it first")
+        stats = eavesdropper_statistics(np.moveaxis(run.messages, 0, 1))  # (R, K, n)
+        std = np.stack([self.std(k, np.arange(self.config.n)) for k in range(self.config.K)])
+        return stats, std
 
     # --- theory -------------------------------------------------------------------------
     def predicted(self) -> dict[str, float]:

@@ -149,3 +149,20 @@ def best_linear_estimate(statistics: NDArray, std: NDArray) -> tuple[NDArray, ND
 def distinguishing_accuracy_bound(eps: float) -> float:
     """Best balanced accuracy of any test between two neighbouring inputs under eps-DP."""
     return math.exp(eps) / (1.0 + math.exp(eps)) if eps < 700 else 1.0
+
+
+def privacy_loss(statistics: NDArray, std: NDArray, secret: ArrayLike, other: ArrayLike,
+                 noise: str = "laplace") -> NDArray:
+    """Log-likelihood ratio ``log f(obs | s) - log f(obs | s')`` of a node's transcript.
+
+    Given ``S(k) = s - beta(k)`` (axis -2 is ``k``), the transcript's density is
+    ``prod_k f_k(s - S(k))``; for Laplace noise of standard deviation ``v`` (scale
+    ``v/sqrt(2)``) the ratio is ``sum_k (|s' - S(k)| - |s - S(k)|) sqrt(2)/v(k)``, bounded by
+    the budget of :func:`epsilon`; for Gaussian noise it is the quadratic analogue.
+    """
+    s, t = np.asarray(secret, dtype=float), np.asarray(other, dtype=float)
+    if noise == "laplace":
+        terms = (np.abs(t - statistics) - np.abs(s - statistics)) * math.sqrt(2.0) / std
+    else:
+        terms = ((t - statistics) ** 2 - (s - statistics) ** 2) / (2.0 * std**2)
+    return terms.sum(axis=-2)

@@ -1,0 +1,164 @@
+"""The PPSP ring: Example 2, sum invariance, backends, attacks, learning nodes, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from privgames.environments.config import ConfigError
+from privgames.environments.ppsp_ring import (
+    EXAMPLE2_SECRETS,
+    PPSPConfig,
+    PPSPModel,
+    trajectory_frame,
+)
+from privgames.mechanisms import ppsp
+
+EXAMPLE2 = PPSPConfig(n=10, K=6000, c=1000.0, d=1.0, secrets=EXAMPLE2_SECRETS, leave_at=2000,
+                      join_at=4000, replications=20)
+
+
+def test_example2_recovers_each_phase_sum():
+    model = PPSPModel(EXAMPLE2, seed=0)
+    run = model.run()
+    frame = trajectory_frame(run)
+    for start, end, target in ((0, 1999, 500.0), (2000, 3999, 400.0), (4000, 5999, 500.0)):
+        assert run.targets[end] == pytest.approx(target, abs=1e-3)
+        estimates = run.estimates[end][~np.isnan(run.estimates[end])]
+        assert np.all(np.abs(estimates - target) < 10.0)  # each node's y_i near the phase sum
+        peak = frame["error"][start:start + 10].max()  # the disturbance, then recovery
+        assert frame["error"][end] < 0.01 * peak
+    assert frame["sum_drift"].max() < 1e-9 * 500
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(3, 9), K=st.integers(2, 30), data=st.data(),
+       noise=st.sampled_from(["gaussian", "laplace"]),
+       schedule=st.sampled_from(["harmonic", "geometric"]))
+def test_network_sum_is_invariant(n, K, data, noise, schedule):
+    """Every step, the leave and the join keep sum(x) equal to the active nodes' secrets."""
+    leave_at = data.draw(st.one_of(st.none(), st.integers(0, K - 1)))
+    kwargs = {}
+    if leave_at is not None:
+        kwargs["leave_at"] = leave_at
+        kwargs["leave_node"] = data.draw(st.integers(0, n - 1))
+        if leave_at < K - 1 and data.draw(st.booleans()):
+            kwargs["join_at"] = data.draw(st.integers(leave_at + 1, K - 1))
+    cfg = PPSPConfig(n=n, K=K, c=50.0, noise=noise, schedule=schedule, replications=3, **kwargs)
+    run = PPSPModel(cfg, seed=data.draw(st.integers(0, 2**32 - 1))).run()
+    scale = 1e3 + np.abs(run.sums).max()
+    assert np.all(np.abs(run.sums - run.targets[:, None]) <= 1e-9 * scale)
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(3, 8), K=st.integers(1, 20), seed=st.integers(0, 1000))
+def test_async_ring_keeps_the_sum_with_mailboxes(n, K, seed):
+    model = PPSPModel(PPSPConfig(n=n, K=K, protocol="async", c=10.0, replications=4), seed=seed)
+    run = model.run()
+    assert np.allclose(run.sums, run.targets[:, None], rtol=1e-9, atol=1e-9)
+
+
+def test_async_estimator_converges():
+    cfg = PPSPConfig(n=6, K=400, protocol="async", c=1.0, d=1.0, replications=200)
+    frame = trajectory_frame(PPSPModel(cfg, seed=3).run())
+    assert frame["error"].iloc[-1] < 0.5 * frame["error"].iloc[20]
+
+
+def test_final_error_matches_the_exact_formula():
+    """Gaussian noise: E sum_i |y_i - s| from the exact variance, within 3 SE of 400 runs."""
+    cfg = PPSPConfig(n=8, K=300, c=50.0, d=1.0, replications=400)
+    model = PPSPModel(cfg, seed=4)
+    frame = trajectory_frame(model.run())
+    last = frame.iloc[-1]
+    assert abs(last["error"] - model.exact_error(cfg.K)) < 3 * last["error_se"]
+    assert last["error"] < model.predicted()["utility_bound"]
+
+
+def test_eavesdropper_and_distinguisher():
+    """The global eavesdropper's BLUE has the predicted spread; a likelihood-ratio test between
+    delta-adjacent secrets is no more accurate than epsilon-DP allows."""
+    cfg = PPSPConfig(n=5, K=30, c=300.0, d=1.0, noise="laplace", replications=4000)
+    model = PPSPModel(cfg, seed=5, record_messages=True)
+    model.run()
+    stats, std = model.transcript_statistics()
+    est, var = ppsp.best_linear_estimate(stats, std)
+    mse = ((est - model.secrets[:5]) ** 2).mean(axis=0)
+    assert np.all(np.abs(mse - var) < 3 * var * math.sqrt(2 / cfg.replications) * 1.5)
+    # world A: node 0's secret is s; world B: s + delta. The test decides A when the loss > 0.
+    s0, delta = model.secrets[0], cfg.delta
+    loss_a = ppsp.privacy_loss(stats[:, :, :1], std[:, :1], s0, s0 + delta)[:, 0]
+    loss_b = ppsp.privacy_loss(stats[:, :, :1] + delta, std[:, :1], s0, s0 + delta)[:, 0]
+    accuracy = 0.5 * (np.mean(loss_a > 0) + np.mean(loss_b <= 0))
+    eps = model.predicted()["epsilon"]
+    bound = ppsp.distinguishing_accuracy_bound(eps)
+    assert accuracy <= bound + 3 * math.sqrt(0.25 / cfg.replications)
+    assert np.all(loss_a <= eps + 1e-9)
+
+
+def test_nodes_learn_the_theorem4_optimum_with_equal_weights():
+    model = PPSPModel(PPSPConfig(n=12, K=100, d=1.0), seed=6)
+    path = model.learn_noise(np.ones((12, 3)), rounds=5)
+    final = path[path["round"] == 5]["c"].to_numpy()
+    assert np.allclose(final, ppsp.optimal_c(1, 1, 1, 12, 100, 1.0, 1.0), rtol=1e-12)
+    assert path[path["round"] == 0]["c"].std() > 0  # they did not start there
+
+
+def test_unequal_weights_end_in_an_equilibrium():
+    rng = np.random.default_rng(7)
+    model = PPSPModel(PPSPConfig(n=8, K=100, d=1.0), seed=7)
+    path = model.learn_noise(rng.uniform(0.2, 5.0, (8, 3)), rounds=10)
+    final = path[path["round"] == 10]["c"].to_numpy()
+    for i in range(8):  # no node moves when it best-responds again
+        others = np.delete(final, i)
+        node = model.nodes[i]
+        before = node.c
+        node.best_respond(others.min(), others.max(), 8, 100, 1.0, 1.0)
+        assert node.c == pytest.approx(before)
+
+
+def test_nodes_are_mesa_agents_over_the_state_array():
+    model = PPSPModel(PPSPConfig(n=4, K=3, replications=2), seed=0)
+    model.run()
+    assert len(model.agents) == 4
+    assert model.nodes[2].x == model.state[0, 2]
+
+
+@pytest.mark.ray
+def test_ray_backend_gives_the_same_states(ray_session):
+    cfg = PPSPConfig(n=9, K=40, replications=3, shards=3, leave_at=10, leave_node=3,
+                     join_at=25, noise="laplace")
+    a = PPSPModel(cfg, seed=8).run()
+    b = PPSPModel(dataclasses.replace(cfg, backend="ray"), seed=8).run()
+    np.testing.assert_array_equal(a.ids, b.ids)
+    np.testing.assert_array_equal(a.state, b.state)
+    np.testing.assert_allclose(a.error, b.error, rtol=1e-12)
+
+
+@pytest.mark.ray
+def test_lost_shard_is_reported(ray_session):
+    from privgames.environments.ppsp_ray import ShardLostError, run_ray_ring
+
+    model = PPSPModel(PPSPConfig(n=6, K=250, backend="ray", shards=2, replications=1), seed=9)
+    with pytest.raises(ShardLostError, match=r"shard 1 \(nodes 3, 4, 5\) carried .* at step 100"):
+        run_ray_ring(model, kill_shard=(1, 150))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"n": 2}, r"n=2 is out of range: n must be an integer >= 3"),
+    ({"c": 0.0}, r"c=0.0 is out of range: c must be > 0.0"),
+    ({"c": [1.0, -1.0, 1.0]}, r"c\[1\]=-1.0 is out of range"),
+    ({"d": -1.0}, r"d=-1.0 is out of range: d must be >= 0.0"),
+    ({"d": 0.0}, r"d=0 gives v\(0\) = c/0"),
+    ({"phi": 1.0, "schedule": "geometric"}, r"phi=1.0 is out of range: phi must be in \(0.0, 1.0\)"),
+    ({"leave_at": 5, "leave_node": 7}, r"leave_node=7 is not on the ring"),
+    ({"join_at": 5, "join_node": 1, "join_secret": 3.0}, r"join_node=1 is an existing id"),
+    ({"join_at": 5, "join_node": 9}, r"join_secret is missing"),
+])
+def test_bad_input(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        PPSPConfig(**{"n": 3, "K": 10, **kwargs})
