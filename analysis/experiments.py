@@ -126,4 +126,4 @@ def all_experiments() -> list[Experiment]:
 
 
 def _load() -> None:
-    from privgames.analysis import bas, sar  # noqa: F401  (importing registers experiments)
+    from privgames.analysis import bas, ppsp, sar  # noqa: F401  (importing registers them)

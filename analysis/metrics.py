@@ -19,7 +19,7 @@ def pooled(rows: pd.DataFrame, metric: str, by: Sequence[str] = ()) -> pd.DataFr
     names = [metric, f"{metric}_var", f"{metric}_n", f"{metric}_predicted"]
     wide = rows[rows["metric"].isin(names)].pivot_table(
         index=[*by, "method", "population"], columns="metric", values="value",
-        aggfunc="first").reset_index()
+        aggfunc="first").reset_index().reindex(columns=[*by, "method", "population", *names])
 
     def pool(g: pd.DataFrame) -> pd.Series:
         n, m, v = g[f"{metric}_n"].to_numpy(), g[metric].to_numpy(), g[f"{metric}_var"].to_numpy()

@@ -82,3 +82,50 @@ def participation(rows: pd.DataFrame) -> plt.Figure:
         ax.set(ylabel=metric)
     fig.tight_layout()
     return fig
+
+
+def ring_error(rows: pd.DataFrame) -> plt.Figure:
+    """Estimator error sum_i |y_i - sum s| per step (mean over replications, per population)."""
+    sel = rows[rows["metric"] == "error"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    sns.lineplot(sel, x="step", y="value", hue="population", ax=ax, palette="viridis",
+                 legend=False, errorbar=None)
+    ax.set(yscale="log", ylabel="sum_i |y_i - sum s|")
+    fig.tight_layout()
+    return fig
+
+
+def example2(rows: pd.DataFrame) -> plt.Figure:
+    """Figs 2-3 of the PPSP paper: estimates y_i(k) and the summed error, with join/leave."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    y = rows[(rows["metric"] == "y") & (rows["population"] == 0)]
+    sns.lineplot(y, x="step", y="value", hue="node", ax=axes[0], palette="tab10", legend=False,
+                 errorbar=None)
+    axes[0].set(ylim=(0, 1000), ylabel="y_i(k)", title="estimates (replication 0)")
+    err = rows[rows["metric"] == "error"]
+    sns.lineplot(err, x="step", y="value", ax=axes[1], errorbar=None)
+    axes[1].set(yscale="log", ylabel="sum_i |y_i - sum s|", title="error (mean)")
+    fig.tight_layout()
+    return fig
+
+
+def theory_vs_measured(rows: pd.DataFrame, x: str, theory: str, measured: str) -> plt.Figure:
+    """A theoretical quantity (dashed) and its measured counterpart (markers) against ``x``."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for metric, style in ((theory, "--"), (measured, "-")):
+        sel = rows[rows["metric"] == metric]
+        sns.lineplot(sel, x=x, y="value", hue="method", ax=ax, linestyle=style, marker="o",
+                     errorbar=None, legend=style == "-")
+    ax.set(xscale="log", yscale="log", ylabel=f"{measured} (solid), {theory} (dashed)")
+    fig.tight_layout()
+    return fig
+
+
+def learned_c(rows: pd.DataFrame) -> plt.Figure:
+    """Each node's c per best-response round (population 0), per weighting."""
+    sel = rows[(rows["metric"] == "c") & (rows["population"] == 0)]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    sns.lineplot(sel, x="round", y="value", hue="method", units="node", estimator=None, ax=ax)
+    ax.set(yscale="log", ylabel="c_i")
+    fig.tight_layout()
+    return fig

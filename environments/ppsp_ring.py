@@ -8,7 +8,7 @@ and join as in section IV-E. Paper: ``papers/ppsp-ring-summation.txt``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import mesa
 import numpy as np
@@ -95,7 +95,6 @@ class PPSPConfig:
     shards: int = 2
     replications: int = 20
     delta: float = 1.0
-    nodes: tuple = field(init=False, repr=False, default=())
 
     def __post_init__(self) -> None:
         n = check_int("n", self.n, 3)
@@ -460,6 +459,52 @@ class Window:
                        np.array(self.sums), np.array(self.targets),
                        np.array(self.estimates) if self.enabled else None, messages, ids.copy(),
                        state.copy())
+
+
+WEIGHTINGS = ("equal", "unequal")
+
+
+@dataclass(frozen=True)
+class NoiseGameConfig:
+    """The nodes' game over their noise scales ``c_i`` (Theorem 4's trade-off, made selfish).
+
+    Attributes:
+        n, K, delta, d: ring size, steps, adjacency and the harmonic schedule's ``d``.
+        gamma_u, gamma_a, gamma_p: the weights (``equal``: every node's; ``unequal``: each
+            node's weights are these times a factor drawn log-uniformly in
+            ``[1/spread, spread]``).
+        weighting: ``equal`` or ``unequal``. rounds: best-response rounds.
+        spread: spread of the nodes' starting guesses and, if unequal, of their weights.
+    """
+
+    n: int = 10
+    K: int = 100
+    delta: float = 1.0
+    d: float = 1.0
+    gamma_u: float = 1.0
+    gamma_a: float = 1.0
+    gamma_p: float = 1.0
+    weighting: str = "equal"
+    rounds: int = 10
+    spread: float = 2.0
+
+    def __post_init__(self) -> None:
+        check_int("n", self.n, 3)
+        check_int("K", self.K, 1)
+        check_real("delta", self.delta, 0.0, low_open=True)
+        check_real("d", self.d, 0.0)
+        for name in ("gamma_u", "gamma_a", "gamma_p"):
+            check_real(name, getattr(self, name), 0.0, low_open=True)
+        check_choice("weighting", self.weighting, WEIGHTINGS)
+        check_int("rounds", self.rounds, 1)
+        check_real("spread", self.spread, 1.0)
+
+    def weights(self, rng: np.random.Generator) -> NDArray:
+        """Each node's private ``(gamma_u, gamma_a, gamma_p)``."""
+        base = np.tile([self.gamma_u, self.gamma_a, self.gamma_p], (self.n, 1))
+        if self.weighting == "equal":
+            return base
+        return base * self.spread ** rng.uniform(-1.0, 1.0, base.shape)
 
 
 def trajectory_frame(run: RingRun) -> pd.DataFrame:

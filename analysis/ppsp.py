@@ -1,0 +1,290 @@
+"""Experiments of the PPSP ring (Liu et al.): Example 2, bounds, epsilon, trade-off, attacks,
+nodes learning their noise."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privgames.analysis import plots
+from privgames.analysis.experiments import Experiment, register
+from privgames.analysis.metrics import mean_rows, pooled
+from privgames.environments.ppsp_ring import (
+    EXAMPLE2_SECRETS,
+    NoiseGameConfig,
+    PPSPConfig,
+    PPSPModel,
+    trajectory_frame,
+)
+from privgames.mechanisms import ppsp
+
+#: Trajectories keep about this many steps.
+TRAJECTORY_POINTS = 300
+
+
+def ring_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
+    """One population (``replications`` rings): trajectory, final error and the theory.
+
+    Rows: per kept step ``error`` (mean over replications), ``sum_drift`` and ``target``
+    (the active nodes' secret sum), and for
+    replication 0 each node's estimate ``y`` (``node`` column); at the end ``final_error``
+    (with ``_var``, ``_n``, ``_predicted``: the exact formula on a static Gaussian ring),
+    ``sum_preserved``, ``epsilon``, ``utility_bound``, ``variance_bound``.
+    """
+    model = PPSPModel(config, seed)
+    run = model.run()
+    frame = trajectory_frame(run)
+    keep = np.unique(np.concatenate([np.linspace(0, config.K - 1, TRAJECTORY_POINTS).astype(int),
+                                     _phase_ends(config)]))
+    kept = frame.iloc[keep]
+    rows = [kept.melt(id_vars="step", value_vars=["error", "sum_drift", "target"],
+                      var_name="metric")]
+    if run.estimates is not None and config.n <= 50:
+        y = pd.DataFrame(run.estimates[keep], columns=range(run.estimates.shape[1]))
+        y["step"] = keep + 1
+        rows.append(y.melt(id_vars="step", var_name="node").dropna().assign(metric="y"))
+    static = config.leave_at is None and config.join_at is None
+    exact = (model.exact_error(config.K) if static and config.noise == "gaussian"
+             and config.protocol == "sync" else math.nan)
+    theory = model.predicted()
+    final = mean_rows("final_error", run.error[-1], exact) + [
+        {"metric": "sum_preserved", "value": float(np.allclose(run.sums, run.targets[:, None],
+                                                                rtol=1e-9, atol=1e-9))},
+        *({"metric": k, "value": theory[k]} for k in ("epsilon", "utility_bound",
+                                                        "variance_bound"))]
+    rows.append(pd.DataFrame(final).assign(step=config.K))
+    return pd.concat(rows, ignore_index=True).assign(method=config.protocol)
+
+
+def _phase_ends(config: PPSPConfig) -> np.ndarray:
+    events = [e for e in (config.leave_at, config.join_at) if e is not None]
+    return np.array([e - 1 for e in events if e > 0] + [config.K - 1], dtype=int)
+
+
+def ring_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+    """Final error vs the theory; with leave/join, the error and sum at each phase's end."""
+    table = pooled(rows, "final_error").iloc[0]
+    final = rows[rows["step"] == params["K"]]
+
+    def first(metric: str) -> float:
+        return float(final.loc[final["metric"] == metric, "value"].iloc[0])
+
+    summary = {"final_error": table["final_error"], "final_error_se": table["final_error_se"],
+               "final_error_predicted": table["final_error_predicted"],
+               "sum_preserved": bool(rows.loc[rows["metric"] == "sum_preserved", "value"].min()
+                                     == 1.0),
+               "epsilon": first("epsilon"), "utility_bound": first("utility_bound"),
+               "variance_bound": first("variance_bound")}
+    config = PPSPConfig(**{k: v for k, v in params.items()
+                           if k in {f.name for f in dataclasses.fields(PPSPConfig)}})
+    ends = _phase_ends(config) + 1
+    if len(ends) > 1:
+        err = rows[rows["metric"] == "error"].groupby("step")["value"].mean()
+        y = rows[rows["metric"] == "y"]
+        drift = rows[rows["metric"] == "sum_drift"].set_index("step")["value"]
+        summary["phase_end_steps"] = ends.tolist()
+        summary["phase_end_errors"] = [float(err[s]) for s in ends]
+        summary["phase_targets"] = [float(_target(rows, s)) for s in ends]
+        if not y.empty:  # the nodes' own estimates (replication 0 of each population)
+            at = [y[y["step"] == s]["value"] for s in ends]
+            summary["phase_estimates_median"] = [float(v.median()) for v in at]
+            summary["phase_estimates_max_deviation"] = [
+                float((v - t).abs().max()) for v, t in zip(at, summary["phase_targets"],
+                                                           strict=True)]
+        summary["phase_sum_drift"] = [float(drift[s].max()) for s in ends]
+    return summary
+
+
+def _target(rows: pd.DataFrame, step: int) -> float:
+    return float(rows[(rows["metric"] == "target") & (rows["step"] == step)]["value"].iloc[0])
+
+
+def epsilon_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
+    """Theorem 3's budget beside the privacy loss measured on simulated Laplace transcripts:
+    the largest log-likelihood ratio between delta-adjacent secrets of node 0, and the accuracy
+    of the likelihood-ratio test against the epsilon-DP bound."""
+    model = PPSPModel(dataclasses.replace(config, noise="laplace"), seed, record_messages=True)
+    model.run()
+    stats, std = model.transcript_statistics()
+    s0 = model.secrets[0]
+    loss_a = ppsp.privacy_loss(stats[:, :, :1], std[:, :1], s0, s0 + config.delta)[:, 0]
+    loss_b = ppsp.privacy_loss(stats[:, :, :1] + config.delta, std[:, :1], s0,
+                               s0 + config.delta)[:, 0]
+    correct = np.concatenate([loss_a > 0, loss_b <= 0]).astype(float)
+    eps = model.predicted()["epsilon"]
+    estimate, var = ppsp.best_linear_estimate(stats, std)
+    sq = (estimate - model.secrets[:config.n]) ** 2
+    rows = [*mean_rows("accuracy", correct, ppsp.distinguishing_accuracy_bound(eps)),
+            *mean_rows("eavesdropper_mse", sq.mean(axis=1), float(var.mean())),
+            {"metric": "epsilon", "value": eps},
+            {"metric": "max_privacy_loss", "value": float(loss_a.max())}]
+    return pd.DataFrame(rows).assign(method=config.schedule)
+
+
+def epsilon_summary(by: list[str]):
+    """Budget, measured privacy loss and attack accuracy per grid point."""
+
+    def summarize(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+        table = pooled(rows, "accuracy", by).merge(pooled(rows, "eavesdropper_mse", by),
+                                                   on=[*by, "method"])
+        for metric, how in (("epsilon", "first"), ("max_privacy_loss", "max")):
+            table = table.merge(rows[rows["metric"] == metric].groupby([*by, "method"])["value"]
+                                .agg(how).rename(metric).reset_index(), on=[*by, "method"])
+        return {"table": table.to_dict(orient="records"),
+                "loss_within_epsilon": bool((table["max_privacy_loss"]
+                                             <= table["epsilon"] * (1 + 1e-9)).all()),
+                "accuracy_within_bound": bool((table["accuracy"] <= table["accuracy_predicted"]
+                                               + 3 * table["accuracy_se"]).all())}
+
+    return summarize
+
+
+def learning_unit(config: NoiseGameConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
+    """Nodes best-respond over their ``c_i``; the path, and its cost against the optimum."""
+    rng = np.random.default_rng(seed)
+    ring = PPSPConfig(n=config.n, K=config.K, d=config.d, delta=config.delta, replications=1)
+    model = PPSPModel(ring, seed)
+    weights = config.weights(rng)
+    path = model.learn_noise(weights, config.rounds, config.spread)
+    final = path[path["round"] == config.rounds]["c"].to_numpy()
+    totals = weights.sum(axis=0)
+    args = (config.n, config.K, config.delta, config.d)
+    optimum = ppsp.optimal_c(*totals, *args)
+
+    def social(c_max: float, c_min: float) -> float:
+        return float(totals[0] * c_max * math.pi * config.n * math.sqrt(config.n / 6)
+                     + totals[1] * c_max**2 * math.pi**2 * config.n**2 / 3
+                     + totals[2] * ppsp.epsilon(config.K, config.delta, c_min, config.d)
+                     * c_min / c_min)
+
+    extra = [{"metric": "optimal_c", "value": optimum},
+             {"metric": "social_cost_ratio",
+              "value": social(final.max(), final.min()) / social(optimum, optimum)},
+             {"metric": "spread", "value": float(final.max() / final.min())}]
+    path = path.rename(columns={"c": "value"}).assign(metric="c")
+    return pd.concat([path, pd.DataFrame(extra).assign(round=config.rounds)],
+                     ignore_index=True).assign(method=config.weighting)
+
+
+def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+    """Learned ``c`` against Theorem 4's optimum, per weighting."""
+    last = rows[rows["round"] == params["rounds"]]
+    out = {}
+    for weighting, g in last.groupby("method"):
+        c = g.loc[g["metric"] == "c", "value"]
+        opt = g.loc[g["metric"] == "optimal_c", "value"]
+        out[weighting] = {
+            "learned_c_mean": float(c.mean()), "learned_c_min": float(c.min()),
+            "learned_c_max": float(c.max()), "optimal_c": float(opt.mean()),
+            "max_relative_distance": float((c.groupby(g.loc[c.index, "population"]).apply(
+                lambda s: s.max()) / opt.groupby(g.loc[opt.index, "population"]).first()
+                - 1).abs().max()),
+            "social_cost_ratio": float(g.loc[g["metric"] == "social_cost_ratio",
+                                             "value"].mean())}
+    return out
+
+
+def tradeoff_unit(config: NoiseGameConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
+    """Theorem 4's cubic root against a numerical minimisation of the weighted objective."""
+    from scipy.optimize import minimize_scalar
+
+    w = (config.gamma_u, config.gamma_a, config.gamma_p)
+    args = (config.n, config.K, config.delta, config.d)
+    root = ppsp.optimal_c(*w, *args)
+    numeric = minimize_scalar(lambda c: ppsp.tradeoff_objective(c, *w, *args),
+                              bounds=(root / 1e3, root * 1e3), method="bounded",
+                              options={"xatol": 1e-12 * root}).x
+    return pd.DataFrame([{"metric": "c_cubic", "value": root},
+                         {"metric": "c_numeric", "value": numeric},
+                         {"metric": "relative_gap", "value": abs(root - numeric) / root}]
+                        ).assign(method="harmonic")
+
+
+def tradeoff_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+    wide = rows.pivot_table(index=["gamma_p", "K"], columns="metric", values="value")
+    return {"table": wide.reset_index().to_dict(orient="records"),
+            "max_relative_gap": float(wide["relative_gap"].max())}
+
+
+register(Experiment(
+    name="ppsp-ring",
+    description="PPSP ring (SI or AI): estimator error vs the exact formula and Theorems 1-2, "
+                "sum invariance, epsilon (Theorem 3); join/leave; vectorized or Ray backend",
+    config_type=PPSPConfig,
+    run_unit=ring_unit,
+    summarize=ring_summary,
+    defaults={"K": 500, "c": 100.0, "replications": 50},
+    paper={"K": 5000, "replications": 200},
+    populations=4,
+    plot=plots.ring_error,
+))
+
+register(Experiment(
+    name="ppsp-example2",
+    description="Example 2 (Figs 2-3): 10 nodes summing to 500, v=1000/(k+1), node 10 leaves "
+                "at k=2000 and joins back at k=4000",
+    config_type=PPSPConfig,
+    run_unit=ring_unit,
+    summarize=ring_summary,
+    defaults={"n": 10, "K": 6000, "c": 1000.0, "d": 1.0, "secrets": list(EXAMPLE2_SECRETS),
+              "leave_at": 2000, "join_at": 4000, "replications": 20},
+    paper={"replications": 200},
+    populations=2,
+    plot=plots.example2,
+))
+
+register(Experiment(
+    name="ppsp-epsilon",
+    description="Theorem 3: epsilon vs K (harmonic, geometric) beside the privacy loss and the "
+                "eavesdropper's accuracy measured on Laplace transcripts",
+    config_type=PPSPConfig,
+    run_unit=epsilon_unit,
+    summarize=epsilon_summary(["K"]),
+    grid={"K": [5, 10, 20, 50, 100], "schedule": ["harmonic", "geometric"]},
+    defaults={"n": 5, "c": 200.0, "phi": 0.95, "replications": 400},
+    paper={"K": [5, 10, 20, 50, 100, 200, 500], "replications": 4000},
+    populations=2,
+    plot=lambda rows: plots.theory_vs_measured(rows, "K", "epsilon", "max_privacy_loss"),
+))
+
+register(Experiment(
+    name="ppsp-attack",
+    description="Attack success vs noise scale c: eavesdropper / curious-neighbour estimation "
+                "error and distinguishing accuracy against the epsilon-DP bound",
+    config_type=PPSPConfig,
+    run_unit=epsilon_unit,
+    summarize=epsilon_summary(["c"]),
+    grid={"c": [10.0, 100.0, 1000.0, 10000.0]},
+    defaults={"n": 5, "K": 30, "replications": 400},
+    paper={"c": [1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0], "replications": 4000},
+    populations=2,
+    plot=lambda rows: plots.theory_vs_measured(rows, "c", "accuracy_predicted", "accuracy"),
+))
+
+register(Experiment(
+    name="ppsp-tradeoff",
+    description="Theorem 4: the optimal c from the cubic vs numerical minimisation",
+    config_type=NoiseGameConfig,
+    run_unit=tradeoff_unit,
+    summarize=tradeoff_summary,
+    grid={"gamma_p": [0.01, 0.1, 1.0, 10.0, 100.0], "K": [10, 100, 1000]},
+    populations=1,
+))
+
+register(Experiment(
+    name="ppsp-learning",
+    description="Nodes learn their noise scale c_i by best response (privacy depends on the "
+                "smallest c): learned profile vs Theorem 4's optimum, equal and unequal weights",
+    config_type=NoiseGameConfig,
+    run_unit=learning_unit,
+    summarize=learning_summary,
+    grid={"weighting": ["equal", "unequal"]},
+    paper={"n": 100, "rounds": 30, "populations": 20},
+    populations=4,
+    plot=plots.learned_c,
+))
