@@ -37,7 +37,7 @@ PROTOCOLS = ("sync", "async")
 BACKENDS = ("vectorized", "ray")
 #: Most node ids per noise stream: the noise of ids ``[b B, (b+1) B)`` comes from stream ``b``,
 #: so a shard of nodes draws exactly the numbers the whole ring would give them.
-NOISE_BLOCK = 4096
+NOISE_BLOCK = 16384
 #: The estimator keeps the last ``n`` states of every node; above this size it is not tracked.
 MAX_WINDOW_BYTES = 256 * 2**20
 
@@ -163,8 +163,9 @@ class PPSPConfig:
 
     @property
     def block(self) -> int:
-        """Node ids per noise stream."""
-        return min(NOISE_BLOCK, self.capacity)
+        """Node ids per noise stream: the capacity split into equal blocks of at most
+        ``NOISE_BLOCK``, so the ring draws no more numbers than it has nodes (bar rounding)."""
+        return math.ceil(self.capacity / math.ceil(self.capacity / NOISE_BLOCK))
 
     def schedule_arrays(self) -> tuple[NDArray, NDArray, NDArray | None]:
         """``c``, ``d``, ``phi`` (None if harmonic) by node id; a new joined id uses node 0's."""
@@ -182,6 +183,16 @@ class Schedule:
     def __call__(self, k: ArrayLike, ids: NDArray) -> NDArray:
         return noise_std(k, self.c[ids], self.d[ids], None if self.phi is None else self.phi[ids])
 
+    def for_ring(self, ids: NDArray):
+        """``k -> v(k)`` for the nodes ``ids``: a scalar when they share their parameters."""
+        params = [self.c[ids], self.d[ids]] + ([] if self.phi is None else [self.phi[ids]])
+        if all(np.all(p == p[0]) for p in params):
+            c, d = float(params[0][0]), float(params[1][0])
+            phi = None if self.phi is None else float(params[2][0])
+            return lambda k: float(noise_std(k, c, d, phi))
+        return lambda k: noise_std(k, *params) if self.phi is not None else noise_std(
+            k, params[0], params[1])
+
 
 class RingNoise:
     """Standard (unit-variance) noise per node id and step, one stream per block of ids.
@@ -193,25 +204,36 @@ class RingNoise:
     def __init__(self, seed: np.random.SeedSequence, config: PPSPConfig, ids) -> None:
         self.replications, self.kind, self.block = config.replications, config.noise, config.block
         blocks = sorted({int(i) // self.block for i in ids})
+        self.buffer = np.empty((len(blocks), self.replications, self.block))
+        self._ids: NDArray | None = None
+        self._in_order = False
         self.streams = {b: np.random.default_rng(np.random.SeedSequence(
             seed.entropy, spawn_key=(*seed.spawn_key, 1, b))) for b in blocks}
 
     def draw(self) -> dict[int, NDArray]:
-        """One step's noise for every owned block: ``{block: (replications, NOISE_BLOCK)}``."""
+        """One step's noise for every owned block: ``{block: (replications, block size)}``."""
+        if self.kind == "gaussian":  # into one reused buffer: the caller must not keep it
+            for i, g in enumerate(self.streams.values()):
+                g.standard_normal(out=self.buffer[i])
+            return dict(zip(self.streams, self.buffer, strict=True))
         size = (self.replications, self.block)
-        if self.kind == "gaussian":
-            return {b: g.standard_normal(size) for b, g in self.streams.items()}
         return {b: g.laplace(0.0, 1.0 / math.sqrt(2.0), size) for b, g in self.streams.items()}
 
     def step(self, ids: NDArray) -> NDArray:
-        """Draw this step's noise and return the columns of node ids ``ids``."""
+        """Draw this step's noise and return the columns of node ids ``ids`` in ring order."""
         blocks = self.draw()
+        first = min(blocks)
         if len(blocks) == 1:
-            (b, z), = blocks.items()
-            identity = b == 0 and ids.size == z.shape[1] and bool(np.all(ids[1:] > ids[:-1]))
-            return z if identity else z[:, ids - b * self.block]
-        full = np.concatenate([blocks[b] for b in sorted(blocks)], axis=1)
-        return full[:, ids - min(blocks) * self.block]
+            full = blocks[first]
+        elif self.kind == "gaussian" and self.replications == 1:
+            full = self.buffer.reshape(1, -1)  # the blocks are already side by side
+        else:
+            full = np.concatenate([blocks[b] for b in sorted(blocks)], axis=1)
+        if ids is not self._ids:
+            self._ids = ids
+            self._in_order = (ids.size == full.shape[1] and int(ids[0]) == first * self.block
+                              and bool(np.all(np.diff(ids) == 1)))
+        return full if self._in_order else full[:, ids - first * self.block]
 
 
 def sync_step(x: NDArray, beta: NDArray, leave: int | None = None,
@@ -299,18 +321,30 @@ class PPSPModel(mesa.Model):
         noise = RingNoise(self.seed_sequence, c, range(c.capacity))
         window = Window(c)
         messages = [] if self.record_messages else None
+        spare = np.empty_like(self.state)
+        topology = None
         for k in range(c.K):
             self._join_if_due(k)
-            beta = self.std(k, self.ids) * noise.step(self.ids)
+            if topology is not self.ids:  # the ring changed: refresh what depends on it
+                topology, std = self.ids, self.std.for_ring(self.ids)
+                target = float(self.secrets[self.ids].sum())
+                spare = np.empty_like(self.state)
+            beta = noise.step(self.ids)
+            beta *= std(k)
             if messages is not None:
                 messages.append(self.state - beta)
             if k == c.leave_at:
                 p = int(np.flatnonzero(self.ids == c.leave_node)[0])
                 self.state = sync_step(self.state, beta, p, self.secrets[c.leave_node])
                 self.ids = np.delete(self.ids, p)
-            else:
-                self.state = sync_step(self.state, beta)
-            window.record(self.ids, self.state, self.secrets[self.ids].sum(), self.ids.size)
+                target = float(self.secrets[self.ids].sum())
+            else:  # sync_step in place: d = x - beta, shifted one node on, plus beta
+                np.subtract(self.state, beta, out=self.state)
+                spare[:, 1:] = self.state[:, :-1]
+                spare[:, 0] = self.state[:, -1]
+                np.add(spare, beta, out=spare)
+                self.state, spare = spare, self.state
+            window.record(self.ids, self.state, target, self.ids.size)
         return window.result(self.ids, self.state,
                              None if messages is None else np.array(messages))
 

@@ -1,0 +1,60 @@
+"""PPSP experiments through the CLI and the experiment API."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from privgames.analysis.cli import main, run_experiment
+
+
+def test_ppsp_ring_contract(tmp_path, capsys):
+    args = ["run", "ppsp-ring", "--workers", "0", "--out", str(tmp_path), "--json",
+            "--set", "n=8", "--set", "K=300", "--set", "schedule=harmonic", "--set", "c=50",
+            "--set", "d=1", "--set", "noise=gaussian", "--set", "replications=100",
+            "--set", "protocol=sync", "--set", "backend=vectorized"]
+    assert main(args) == 0
+    s = json.loads(capsys.readouterr().out)
+    for key in ("final_error", "final_error_se", "sum_preserved", "epsilon", "utility_bound",
+                "variance_bound"):
+        assert key in s
+    assert s["sum_preserved"]
+    assert abs(s["final_error"] - s["final_error_predicted"]) < 3 * s["final_error_se"]
+    assert s["final_error"] < s["utility_bound"]
+
+
+def test_example2_phases(tmp_path):
+    s = run_experiment("ppsp-example2", {"replications": 10, "populations": 1}, seed=0,
+                       workers=0, address=None, out=tmp_path, progress=False)
+    assert s["phase_targets"] == pytest.approx([500, 400, 500], abs=1e-3)
+    assert s["phase_estimates_median"] == pytest.approx([500, 400, 500], abs=5)
+    assert max(s["phase_sum_drift"]) < 1e-8
+    assert all(e < 50 for e in s["phase_end_errors"])
+
+
+def test_epsilon_and_attack_within_theory(tmp_path):
+    for name, sets in (("ppsp-epsilon", {"K": [5, 20]}), ("ppsp-attack", {"c": [10.0, 1000.0]})):
+        s = run_experiment(name, {**sets, "replications": 300}, seed=0, workers=0, address=None,
+                           out=tmp_path, progress=False)
+        assert s["loss_within_epsilon"] and s["accuracy_within_bound"]
+        t = pd.DataFrame(s["table"])
+        z = (t["eavesdropper_mse"] - t["eavesdropper_mse_predicted"]).abs() / t[
+            "eavesdropper_mse_se"]
+        assert (z < 3.5).all()
+
+
+def test_tradeoff_and_learning(tmp_path):
+    t = run_experiment("ppsp-tradeoff", {}, seed=0, workers=0, address=None, out=tmp_path,
+                       progress=False)
+    assert t["max_relative_gap"] < 1e-6
+    s = run_experiment("ppsp-learning", {"populations": 2}, seed=0, workers=0, address=None,
+                       out=tmp_path, progress=False)
+    assert s["equal"]["max_relative_distance"] < 1e-9
+    assert s["unequal"]["social_cost_ratio"] >= 1.0 - 1e-12
+
+
+def test_bad_ppsp_input_exits_2(capsys):
+    assert main(["run", "ppsp-ring", "--set", "phi=1.5", "--set", "schedule=geometric"]) == 2
+    assert "phi=1.5 is out of range: phi must be in (0.0, 1.0)" in capsys.readouterr().err
