@@ -98,9 +98,10 @@ def ring_error(rows: pd.DataFrame) -> plt.Figure:
 def example2(rows: pd.DataFrame) -> plt.Figure:
     """Figs 2-3 of the PPSP paper: estimates y_i(k) and the summed error, with join/leave."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    y = rows[(rows["metric"] == "y") & (rows["population"] == 0)]
-    sns.lineplot(y, x="step", y="value", hue="node", ax=axes[0], palette="tab10", legend=False,
-                 errorbar=None)
+    y = rows[(rows["metric"] == "y") & (rows["population"] == 0)].pivot_table(
+        index="step", columns="node", values="value")
+    steps = rows.loc[rows["metric"] == "error", "step"].drop_duplicates().sort_values()
+    axes[0].plot(y.reindex(steps).index, y.reindex(steps).to_numpy(), lw=0.8)  # gaps: absent
     axes[0].set(ylim=(0, 1000), ylabel="y_i(k)", title="estimates (replication 0)")
     err = rows[rows["metric"] == "error"]
     sns.lineplot(err, x="step", y="value", ax=axes[1], errorbar=None)

@@ -48,6 +48,7 @@ def ring_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
         y = pd.DataFrame(run.estimates[keep], columns=range(run.estimates.shape[1]))
         y["step"] = keep + 1
         rows.append(y.melt(id_vars="step", var_name="node").dropna().assign(metric="y"))
+        # (a node off the ring has no estimate: its rows are absent, and plots leave a gap)
     static = config.leave_at is None and config.join_at is None
     exact = (model.exact_error(config.K) if static and config.noise == "gaussian"
              and config.protocol == "sync" else math.nan)

@@ -36,10 +36,11 @@ def test_reproduce_writes_figures_and_report(tmp_path):
     report = (tmp_path / "report.md").read_text()
     for name in ("bas-chain", "bas-mse-vs-d", "bas-mse-vs-beta", "bas-split", "bas-mse-vs-K",
                  "bas-properties", "sar-attack", "sar-success-vs-p", "sar-exposure-vs-N",
-                 "sar-thresholds", "sar-participation"):
+                 "sar-thresholds", "sar-participation", "ppsp-ring", "ppsp-example2",
+                 "ppsp-epsilon", "ppsp-attack", "ppsp-tradeoff", "ppsp-learning"):
         assert f"## {name}" in report
         assert json.loads((tmp_path / f"{name}.summary.json").read_text())["experiment"] == name
     for figure in ("bas-chain", "bas-mse-vs-d", "bas-split", "sar-thresholds",
-                   "sar-participation"):
+                   "sar-participation", "ppsp-example2", "ppsp-learning"):
         assert (tmp_path / f"{figure}.png").stat().st_size > 10_000
         assert f"({figure}.png)" in report
