@@ -64,6 +64,8 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
         done[i] = frame
         bar.update(len(tasks[i]))
 
+    if address:  # join the cluster up front: environments with a Ray backend use it too
+        ensure_ray(workers, address)
     if workers == 0 or not todo:
         for i in todo:
             finish(i, run_batch(experiment.name, params, tasks[i]))
@@ -85,17 +87,22 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
 def ensure_ray(workers: int | None = None, address: str | None = None):
     """The Ray module with a session: reuse one, join ``address``, or start a local one.
 
-    A local Ray listens on loopback only, starts no dashboard and uses ``workers`` CPUs.
+    ``address`` (or ``RAY_ADDRESS``) joins a cluster. Otherwise a local Ray with ``workers``
+    CPUs starts without a dashboard and with every server on loopback: Ray binds to the node's
+    IP unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (its single-machine mode) is set before
+    ``ray`` is imported, which this function does.
     """
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
 
     if not ray.is_initialized():
-        address = address or os.environ.get("RAY_ADDRESS")
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                     _node_ip_address="127.0.0.1", configure_logging=False)
+                     configure_logging=False)
     return ray
 
 

@@ -66,3 +66,10 @@ def test_units_get_distinct_seeds():
     units = e.units(e.resolve({"populations": 5}), seed=1)
     states = {tuple(s.generate_state(2)) for _, s in units}
     assert len(states) == 5
+
+
+@pytest.mark.ray
+def test_local_ray_listens_on_loopback_only(ray_session):
+    nodes = [k for k in ray_session.cluster_resources() if k.startswith("node:")
+             and k != "node:__internal_head__"]
+    assert nodes == ["node:127.0.0.1"]
