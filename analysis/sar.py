@@ -12,7 +12,7 @@ import pandas as pd
 from privgames.analysis import plots
 from privgames.analysis.experiments import Experiment, register
 from privgames.analysis.metrics import mean_rows, pooled
-from privgames.environments.sar import SARConfig, SARModel, simulate_attacks
+from privgames.environments.sar import SARConfig, SARModel, sar_epsilon, simulate_attacks
 from privgames.mechanisms.sar import colluder_threshold
 
 #: The measured rates and what the theory (``SARConfig.predicted``) calls them.
@@ -39,7 +39,9 @@ def attack_unit(config: SARConfig, seed: np.random.SeedSequence) -> pd.DataFrame
             for row in mean_rows(name, samples, theory[RATES[name]])]
     worst = out["worst"][out["success"]]
     rows += [{"metric": "max_exact_error", "value": float(worst.max()) if worst.size else 0.0},
-             {"metric": "trials", "value": float(out["success"].size)}]
+             {"metric": "trials", "value": float(out["success"].size)},
+             {"metric": "epsilon_hat", "value": sar_epsilon(config, beta)},
+             {"metric": "delta_hat", "value": max(theory["failure_probability"], config.delta)}]
     return pd.DataFrame(rows).assign(method=config.attacker)
 
 
@@ -55,6 +57,8 @@ def attack_summary(by: list[str]):
              / table["success_rate_se"].where(table["success_rate_se"] > 0)).fillna(0.0)
         exact = rows.loc[rows["metric"] == "max_exact_error", "value"].max()
         summary = {"trials": int(rows.loc[rows["metric"] == "trials", "value"].sum()),
+                   "epsilon_hat": float(rows.loc[rows["metric"] == "epsilon_hat", "value"].max()),
+                   "delta_hat": float(rows.loc[rows["metric"] == "delta_hat", "value"].max()),
                    "max_z": float(z.max()), "exact_recovery": bool(exact < 1e-9),
                    "max_reconstruction_error": float(exact)}
         if by:

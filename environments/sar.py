@@ -27,8 +27,11 @@ from privgames.mechanisms.chain import M
 from privgames.mechanisms.sar import (
     ATTACKERS,
     colluder_threshold,
+    recombine,
+    slice_epsilon,
     slice_exposure_given_colluders,
     slice_sizes,
+    slice_vector,
     strong_reconstruction,
     weak_reconstruction,
 )
@@ -258,6 +261,32 @@ def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
     result = {k: np.concatenate(v) for k, v in out.items()}
     result["exposed_fraction"] = result["success"] @ sizes / d
     return result
+
+
+def sar_release(data: NDArray, N: int, beta: NDArray, rng: np.random.Generator) -> NDArray:
+    """Protocol 2 end to end: the server's estimate of the users' mean vector.
+
+    Every slice runs the BAS chain (eq 6-8) in its own uniform order, the first user adding the
+    equilibrium noise ``m max beta``; the server divides each slice's final sum by ``K`` and
+    concatenates the slice means (line 16).
+    """
+    K = data.shape[0]
+    means = []
+    for part in slice_vector(data, N):
+        order = rng.permutation(K)
+        running = np.zeros(part.shape[1])
+        for position, k in enumerate(order):  # each user adds its slice and its noise
+            noise = math.sqrt(M * beta.max()) if position == 0 else 0.0
+            running = running + part[k] + noise * rng.standard_normal(part.shape[1])
+        means.append(running / K)
+    return recombine(means)
+
+
+def sar_epsilon(cfg: SARConfig, beta: NDArray) -> float:
+    """Theorem 6-7: the release is ``(max_i eps_i, max(delta_hat, delta))``-DP; slice ``i`` of
+    length ``l_i`` has sensitivity ``sqrt(l_i) Delta`` and carries noise ``m max beta``."""
+    return max(slice_epsilon(int(length), cfg.Delta, cfg.delta, M * float(beta.max()))
+               for length in set(slice_sizes(cfg.d, cfg.N)))
 
 
 def _pad(x: NDArray, idx: NDArray) -> NDArray:
