@@ -85,12 +85,19 @@ def participation(rows: pd.DataFrame) -> plt.Figure:
 
 
 def ring_error(rows: pd.DataFrame) -> plt.Figure:
-    """Estimator error sum_i |y_i - sum s| per step (mean over replications, per population)."""
-    sel = rows[rows["metric"] == "error"]
+    """Estimator error sum_i |y_i - sum s| per step: measured (mean over replications and
+    populations), the exact prediction (dashed) and Theorem 1's asymptotic bound (dotted)."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    sns.lineplot(sel, x="step", y="value", hue="population", ax=ax, palette="viridis",
-                 legend=False, errorbar=None)
-    ax.set(yscale="log", ylabel="sum_i |y_i - sum s|")
+    for metric, style in (("error", "-"), ("error_predicted", "--")):
+        sel = rows[rows["metric"] == metric]
+        if not sel.empty:
+            mean = sel.groupby("step")["value"].mean()
+            ax.plot(mean.index, mean.to_numpy(), style, label=metric)
+    bound = rows.loc[rows["metric"] == "utility_bound", "value"]
+    if not bound.empty:
+        ax.axhline(bound.iloc[0], linestyle=":", color="grey", label="Theorem 1 bound")
+    ax.set(yscale="log", xlabel="step", ylabel="sum_i |y_i - sum s|")
+    ax.legend()
     fig.tight_layout()
     return fig
 

@@ -30,8 +30,8 @@ TRAJECTORY_POINTS = 300
 def ring_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
     """One population (``replications`` rings): trajectory, final error and the theory.
 
-    Rows: per kept step ``error`` (mean over replications), ``sum_drift`` and ``target``
-    (the active nodes' secret sum), and for
+    Rows: per kept step ``error`` (mean over replications), ``sum_drift``, ``target`` (the
+    active nodes' secret sum) and, on a static Gaussian ring, ``error_predicted`` (exact), and for
     replication 0 each node's estimate ``y`` (``node`` column); at the end ``final_error``
     (with ``_var``, ``_n``, ``_predicted``: the exact formula on a static Gaussian ring),
     ``sum_preserved``, ``epsilon``, ``utility_bound``, ``variance_bound``.
@@ -50,8 +50,12 @@ def ring_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
         rows.append(y.melt(id_vars="step", var_name="node").dropna().assign(metric="y"))
         # (a node off the ring has no estimate: its rows are absent, and plots leave a gap)
     static = config.leave_at is None and config.join_at is None
-    exact = (model.exact_error(config.K) if static and config.noise == "gaussian"
-             and config.protocol == "sync" else math.nan)
+    exact_applies = static and config.noise == "gaussian" and config.protocol == "sync"
+    exact = model.exact_error(config.K) if exact_applies else math.nan
+    if exact_applies and config.n <= 50:
+        steps = kept["step"].to_numpy()
+        rows.append(pd.DataFrame({"step": steps, "metric": "error_predicted",
+                                  "value": [model.exact_error(int(s)) for s in steps]}))
     theory = model.predicted()
     final = mean_rows("final_error", run.error[-1], exact) + [
         {"metric": "sum_preserved", "value": float(np.allclose(run.sums, run.targets[:, None],
@@ -107,8 +111,10 @@ def _target(rows: pd.DataFrame, step: int) -> float:
 
 def epsilon_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
     """Theorem 3's budget beside the privacy loss measured on simulated Laplace transcripts:
-    the largest log-likelihood ratio between delta-adjacent secrets of node 0, and the accuracy
-    of the likelihood-ratio test against the epsilon-DP bound."""
+    the largest log-likelihood ratio between delta-adjacent secrets of node 0, the accuracy of
+    the likelihood-ratio test against the epsilon-DP bound, and the mean squared error of the
+    best linear estimates of the global eavesdropper (all nodes) and of node 0's two colluding
+    neighbours, against their predicted variance."""
     model = PPSPModel(dataclasses.replace(config, noise="laplace"), seed, record_messages=True)
     model.run()
     stats, std = model.transcript_statistics()
@@ -120,8 +126,12 @@ def epsilon_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFra
     eps = model.predicted()["epsilon"]
     estimate, var = ppsp.best_linear_estimate(stats, std)
     sq = (estimate - model.secrets[:config.n]) ** 2
+    messages = np.moveaxis(model.run_result.messages, 0, 1)  # node 0's neighbours: n-1 and 1
+    view = ppsp.neighbour_statistics(messages[:, :, -1:], messages[:, :, :1])
+    local, local_var = ppsp.best_linear_estimate(view, std[:, :1])
     rows = [*mean_rows("accuracy", correct, ppsp.distinguishing_accuracy_bound(eps)),
             *mean_rows("eavesdropper_mse", sq.mean(axis=1), float(var.mean())),
+            *mean_rows("neighbours_mse", (local[:, 0] - s0) ** 2, float(local_var[0])),
             {"metric": "epsilon", "value": eps},
             {"metric": "max_privacy_loss", "value": float(loss_a.max())}]
     return pd.DataFrame(rows).assign(method=config.schedule)
@@ -131,8 +141,9 @@ def epsilon_summary(by: list[str]):
     """Budget, measured privacy loss and attack accuracy per grid point."""
 
     def summarize(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
-        table = pooled(rows, "accuracy", by).merge(pooled(rows, "eavesdropper_mse", by),
-                                                   on=[*by, "method"])
+        table = pooled(rows, "accuracy", by)
+        for name in ("eavesdropper_mse", "neighbours_mse"):
+            table = table.merge(pooled(rows, name, by), on=[*by, "method"])
         for metric, how in (("epsilon", "first"), ("max_privacy_loss", "max")):
             table = table.merge(rows[rows["metric"] == metric].groupby([*by, "method"])["value"]
                                 .agg(how).rename(metric).reset_index(), on=[*by, "method"])

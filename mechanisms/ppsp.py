@@ -123,17 +123,21 @@ def optimal_c(gamma_u: float, gamma_a: float, gamma_p: float, n: int, K: int, de
     return float(real[real > 0].max())
 
 
-def eavesdropper_statistics(messages: NDArray) -> NDArray:
-    """``S_i(k) = s_i - beta_i(k)`` recovered from the transmitted ``d`` (``(..., K, n)``).
+def neighbour_statistics(sent_to: NDArray, sent_by: NDArray) -> NDArray:
+    """``S_i(k) = s_i - beta_i(k)`` from what node ``i``'s two neighbours hold (axis -2: ``k``).
 
-    From ``x_i(k+1) - x_i(k) = d_{i-1}(k) - d_i(k)``:
-    ``S_i(k) = d_i(k) + sum_{j<k} (d_i(j) - d_{i-1}(j))``. Node ``i``'s two neighbours know
-    ``d_{i-1}`` (the predecessor sent it) and ``d_i`` (the successor received it), so colluding
-    neighbours can form the same statistics as a global eavesdropper.
+    ``sent_to`` are the messages ``d_{i-1}(k)`` the predecessor sent to ``i``, ``sent_by`` the
+    ``d_i(k)`` the successor received from it. From ``x_i(k+1) - x_i(k) = d_{i-1}(k) - d_i(k)``,
+    ``S_i(k) = d_i(k) + sum_{j<k} (d_i(j) - d_{i-1}(j))``.
     """
-    drift = messages - np.roll(messages, 1, axis=-1)
-    past = np.cumsum(drift, axis=-2) - drift
-    return messages + past
+    drift = sent_by - sent_to
+    return sent_by + np.cumsum(drift, axis=-2) - drift
+
+
+def eavesdropper_statistics(messages: NDArray) -> NDArray:
+    """``S_i(k)`` for every node from all transmitted ``d`` (``(..., K, n)``): a global
+    eavesdropper can do for every node what colluding neighbours do for theirs."""
+    return neighbour_statistics(np.roll(messages, 1, axis=-1), messages)
 
 
 def best_linear_estimate(statistics: NDArray, std: NDArray) -> tuple[NDArray, NDArray]:
