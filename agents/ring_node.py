@@ -42,8 +42,8 @@ class RingNode(mesa.Agent):
                      d: float) -> None:
         """Best response to the other nodes' smallest and largest ``c``.
 
-        Its cost ``g_u M_u(c_M) + g_a M_a(c_M) + g_p E / c_m`` depends on the network's largest
-        ``c_M`` (utility, accuracy) and smallest ``c_m`` (privacy, an externality). Below
+        Its cost (``tradeoff_cost`` with its weights) depends on the network's largest ``c_M``
+        (utility, accuracy) and smallest ``c_m`` (privacy, an externality). Below
         ``others_min`` its cost falls as ``c`` grows, above ``others_max`` it rises, and in
         between it is flat: every ``c`` in ``[others_min, others_max]`` is a best response.
         It picks the one closest to its preferred ``c``.

@@ -167,17 +167,12 @@ def learning_unit(config: NoiseGameConfig, seed: np.random.SeedSequence) -> pd.D
     totals = weights.sum(axis=0)
     args = (config.n, config.K, config.delta, config.d)
     optimum = ppsp.optimal_c(*totals, *args)
-
-    def social(c_max: float, c_min: float) -> float:
-        return float(totals[0] * c_max * math.pi * config.n * math.sqrt(config.n / 6)
-                     + totals[1] * c_max**2 * math.pi**2 * config.n**2 / 3
-                     + totals[2] * ppsp.epsilon(config.K, config.delta, c_min, config.d)
-                     * c_min / c_min)
-
+    learned_cost = ppsp.tradeoff_cost(final.max(), final.min(), *totals, *args)
     extra = [{"metric": "optimal_c", "value": optimum},
              {"metric": "social_cost_ratio",
-              "value": social(final.max(), final.min()) / social(optimum, optimum)},
-             {"metric": "spread", "value": float(final.max() / final.min())}]
+              "value": float(learned_cost / ppsp.tradeoff_objective(optimum, *totals, *args))},
+             {"metric": "max_relative_distance", "value": float(np.max(np.abs(final / optimum
+                                                                               - 1.0)))}]
     path = path.rename(columns={"c": "value"}).assign(metric="c")
     return pd.concat([path, pd.DataFrame(extra).assign(round=config.rounds)],
                      ignore_index=True).assign(method=config.weighting)
@@ -189,15 +184,15 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
     out = {}
     for weighting, g in last.groupby("method"):
         c = g.loc[g["metric"] == "c", "value"]
-        opt = g.loc[g["metric"] == "optimal_c", "value"]
+
+        def metric(name: str, g=g) -> pd.Series:
+            return g.loc[g["metric"] == name, "value"]
+
         out[weighting] = {
             "learned_c_mean": float(c.mean()), "learned_c_min": float(c.min()),
-            "learned_c_max": float(c.max()), "optimal_c": float(opt.mean()),
-            "max_relative_distance": float((c.groupby(g.loc[c.index, "population"]).apply(
-                lambda s: s.max()) / opt.groupby(g.loc[opt.index, "population"]).first()
-                - 1).abs().max()),
-            "social_cost_ratio": float(g.loc[g["metric"] == "social_cost_ratio",
-                                             "value"].mean())}
+            "learned_c_max": float(c.max()), "optimal_c": float(metric("optimal_c").mean()),
+            "max_relative_distance": float(metric("max_relative_distance").max()),
+            "social_cost_ratio": float(metric("social_cost_ratio").mean())}
     return out
 
 

@@ -95,14 +95,21 @@ def _privacy_coefficient(K: int, delta: float, d: float = 0.0) -> float:
     return math.sqrt(2.0) * delta * K * ((K - 1) / 2.0 + d)
 
 
+def tradeoff_cost(c_max: ArrayLike, c_min: ArrayLike, gamma_u: float, gamma_a: float,
+                  gamma_p: float, n: int, K: int, delta: float, d: float = 0.0) -> NDArray:
+    """Theorem 4's weighted cost ``gamma_u M_u + gamma_a M_a + gamma_p M_p`` (harmonic schedule):
+    utility and accuracy (Theorems 1-2) grow with the largest ``c``, the privacy budget
+    (Theorem 3) with the inverse of the smallest."""
+    c_max, c_min = np.asarray(c_max, dtype=float), np.asarray(c_min, dtype=float)
+    return (gamma_u * c_max * math.pi * n * math.sqrt(n / 6.0)
+            + gamma_a * c_max**2 * math.pi**2 * n**2 / 3.0
+            + gamma_p * _privacy_coefficient(K, delta, d) / c_min)
+
+
 def tradeoff_objective(c: ArrayLike, gamma_u: float, gamma_a: float, gamma_p: float, n: int,
                        K: int, delta: float, d: float = 0.0) -> NDArray:
-    """The weighted cost of Theorem 4 for a common ``c``: ``gamma_u M_u + gamma_a M_a +
-    gamma_p M_p`` with the metrics of Theorems 1-3 (harmonic schedule)."""
-    c = np.asarray(c, dtype=float)
-    return (gamma_u * c * math.pi * n * math.sqrt(n / 6.0)
-            + gamma_a * c**2 * math.pi**2 * n**2 / 3.0
-            + gamma_p * _privacy_coefficient(K, delta, d) / c)
+    """:func:`tradeoff_cost` when every node uses the same ``c`` (the problem of Theorem 4)."""
+    return tradeoff_cost(c, c, gamma_u, gamma_a, gamma_p, n, K, delta, d)
 
 
 def optimal_c(gamma_u: float, gamma_a: float, gamma_p: float, n: int, K: int, delta: float,

@@ -163,3 +163,19 @@ def test_lost_shard_is_reported(ray_session):
 def test_bad_input(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         PPSPConfig(**{"n": 3, "K": 10, **kwargs})
+
+
+@pytest.mark.parametrize("others", [(0.5, 3.0), (2.0, 2.5), (0.01, 0.02), (10.0, 20.0)])
+def test_ring_node_best_response_minimises_its_cost(others):
+    """Brute force over c: the node's choice attains its minimal cost given the others' range."""
+    model = PPSPModel(PPSPConfig(n=5, K=50, d=1.0), seed=0)
+    node = model.nodes[0]
+    node.weights = (0.5, 2.0, 3.0)
+    node.best_respond(*others, 5, 50, 1.0, 1.0)
+    grid = np.geomspace(1e-4, 1e3, 20001)
+
+    def cost(c):
+        return ppsp.tradeoff_cost(np.maximum(c, others[1]), np.minimum(c, others[0]),
+                                  *node.weights, 5, 50, 1.0, 1.0)
+
+    assert cost(node.c) <= cost(grid).min() * (1 + 1e-12)
