@@ -73,9 +73,7 @@ class RingShard:
 
     def records(self) -> tuple[NDArray, NDArray]:
         """Per step: this shard's part of the estimator error and of the network sum."""
-        w = self.window
-        error = np.array(w.error) if w.enabled else np.full((len(w.sums), w.R), np.nan)
-        return error, np.array(w.sums)
+        return np.array(self.window.error), np.array(self.window.sums)
 
 
 def run_ray_ring(model, kill_shard: tuple[int, int] | None = None) -> RingRun:

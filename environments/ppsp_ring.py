@@ -236,21 +236,19 @@ class RingNoise:
         return full if self._in_order else full[:, ids - first * self.block]
 
 
-def sync_step(x: NDArray, beta: NDArray, leave: int | None = None,
-              leave_secret: float = 0.0) -> NDArray:
-    """One SI-PPSP step in ring order (last axis), with an optional graceful leave.
+def leave_step(x: NDArray, beta: NDArray, leave: int, leave_secret: float) -> NDArray:
+    """One SI-PPSP step in ring order (last axis) in which the node at ``leave`` leaves.
 
-    A leaver at position ``p`` sends ``x_p - s_p`` instead of ``x_p - beta_p``; its predecessor
-    sends nothing and keeps its state: ``x_{p-1}(k+1) = x_{p-1}(k) + d_{p-2}(k)`` (section IV-E).
-    The leaver's column is removed from the result.
+    The leaver sends ``x_p - s_p`` instead of ``x_p - beta_p``; its predecessor sends nothing and
+    keeps its state: ``x_{p-1}(k+1) = x_{p-1}(k) + d_{p-2}(k)`` (section IV-E). The others step as
+    usual; the leaver's column is removed from the result.
     """
     d = x - beta
-    if leave is None:
-        return np.roll(d, 1, axis=-1) + beta
     d[..., leave] = x[..., leave] - leave_secret
-    out = np.roll(d, 1, axis=-1) + beta
+    shifted = np.roll(d, 1, axis=-1)
+    out = shifted + beta
     pred = (leave - 1) % x.shape[-1]
-    out[..., pred] = np.roll(d, 1, axis=-1)[..., pred] + x[..., pred]
+    out[..., pred] = shifted[..., pred] + x[..., pred]
     return np.delete(out, leave, axis=-1)
 
 
@@ -292,61 +290,79 @@ class PPSPModel(mesa.Model):
                                          else self.secrets[c.join_node])
         self.ids = np.arange(c.n)
         self.state = np.tile(secrets, (c.replications, 1))
-        self.record_messages = record_messages
         self.nodes = {i: RingNode(self, i, self.secrets[i], c.c[i] if i < c.n else c.c[0],
                                   (1.0, 1.0, 1.0)) for i in range(c.capacity)}
         self.run_result: RingRun | None = None
         self.std = Schedule(c)
+        self.k = 0
+        self.messages: list[NDArray] | None = [] if record_messages else None
+        self.window = Window(c)
+        if c.protocol == "sync":
+            self._noise = RingNoise(self.seed_sequence, c, range(c.capacity))
+            self._ring = None
+        else:
+            self._clock = np.random.default_rng(self.seed_sequence.spawn(1)[0])
+            self.mailbox = np.zeros((c.replications, c.n))
+            self.ticks = np.zeros((c.replications, c.n), dtype=int)
+            self.held = np.zeros((c.replications, c.n))  # holdings seen at each node's ticks
 
     def state_of(self, node_id: int) -> NDArray:
         """Node ``node_id``'s state in every replication."""
         return self.state[:, int(np.flatnonzero(self.ids == node_id)[0])]
 
     # --- protocols ----------------------------------------------------------------------
+    def step(self) -> None:
+        """One protocol step: every node sends once (SI-PPSP), or ``n`` clock ticks (AI-PPSP)."""
+        if self.config.protocol == "sync":
+            self._sync_step()
+        else:
+            self._async_step()
+        self.k += 1
+
     def run(self) -> RingRun:
-        """Run the configured protocol for K steps and record error and sums."""
+        """Run the remaining of the K steps (all of them on Ray) and return what was recorded."""
         c = self.config
         if c.backend == "ray":
             from privgames.environments.ppsp_ray import run_ray_ring
 
             self.run_result = run_ray_ring(self)
-        elif c.protocol == "sync":
-            self.run_result = self._run_sync()
-        else:
-            self.run_result = self._run_async()
+            return self.run_result
+        while self.k < c.K:
+            self.step()
+        self.run_result = self.window.result(
+            self.ids, self.state, None if self.messages is None else np.array(self.messages))
         return self.run_result
 
-    def _run_sync(self) -> RingRun:
-        c = self.config
-        noise = RingNoise(self.seed_sequence, c, range(c.capacity))
-        window = Window(c)
-        messages = [] if self.record_messages else None
-        spare = np.empty_like(self.state)
-        topology = None
-        for k in range(c.K):
-            self._join_if_due(k)
-            if topology is not self.ids:  # the ring changed: refresh what depends on it
-                topology, std = self.ids, self.std.for_ring(self.ids)
-                target = float(self.secrets[self.ids].sum())
-                spare = np.empty_like(self.state)
-            beta = noise.step(self.ids)
-            beta *= std(k)
-            if messages is not None:
-                messages.append(self.state - beta)
-            if k == c.leave_at:
-                p = int(np.flatnonzero(self.ids == c.leave_node)[0])
-                self.state = sync_step(self.state, beta, p, self.secrets[c.leave_node])
-                self.ids = np.delete(self.ids, p)
-                target = float(self.secrets[self.ids].sum())
-            else:  # sync_step in place: d = x - beta, shifted one node on, plus beta
-                np.subtract(self.state, beta, out=self.state)
-                spare[:, 1:] = self.state[:, :-1]
-                spare[:, 0] = self.state[:, -1]
-                np.add(spare, beta, out=spare)
-                self.state, spare = spare, self.state
-            window.record(self.ids, self.state, target, self.ids.size)
-        return window.result(self.ids, self.state,
-                             None if messages is None else np.array(messages))
+    def results(self) -> pd.DataFrame:
+        """Per step: estimator error (mean and SE over replications), sum drift, target."""
+        if self.run_result is None:
+            self.run()
+        return trajectory_frame(self.run_result)
+
+    def _sync_step(self) -> None:
+        c, k = self.config, self.k
+        self._join_if_due(k)
+        if self._ring is not self.ids:  # the ring changed: refresh what depends on it
+            self._ring, self._std = self.ids, self.std.for_ring(self.ids)
+            self._target = float(self.secrets[self.ids].sum())
+            self._spare = np.empty_like(self.state)
+        beta = self._noise.step(self.ids)
+        beta *= self._std(k)
+        if self.messages is not None:
+            self.messages.append(self.state - beta)
+        if k == c.leave_at:
+            p = int(np.flatnonzero(self.ids == c.leave_node)[0])
+            self.state = leave_step(self.state, beta, p, self.secrets[c.leave_node])
+            self.ids = np.delete(self.ids, p)
+            self._target = float(self.secrets[self.ids].sum())
+        else:  # x(k+1) = A x(k) + (I - A) beta(k), in place: d = x - beta, shifted, plus beta
+            spare = self._spare
+            np.subtract(self.state, beta, out=self.state)
+            spare[:, 1:] = self.state[:, :-1]
+            spare[:, 0] = self.state[:, -1]
+            np.add(spare, beta, out=spare)
+            self.state, self._spare = spare, self.state
+        self.window.record(self.ids, self.state, self._target, self.ids.size)
 
     def _join_if_due(self, k: int) -> None:
         c = self.config
@@ -356,8 +372,8 @@ class PPSPModel(mesa.Model):
         self.ids = np.insert(self.ids, pos, c.join_node)
         self.state = np.insert(self.state, pos, self.secrets[c.join_node], axis=1)
 
-    def _run_async(self) -> RingRun:
-        """AI-PPSP: every node ticks on its own rate-1 Poisson clock.
+    def _async_step(self) -> None:
+        """AI-PPSP: every node ticks on its own rate-1 Poisson clock; a step is ``n`` ticks.
 
         On a tick node ``i`` sends ``x_i - beta_i`` to its successor's mailbox and sets
         ``x_i <- beta_i + (its mailbox)``, emptying it; so ``sum_i (x_i + mailbox_i)`` is
@@ -370,34 +386,22 @@ class PPSPModel(mesa.Model):
         """
         c = self.config
         R, n = c.replications, c.n
-        rows = np.arange(R)
-        rng = np.random.default_rng(self.seed_sequence.spawn(1)[0])
-        mailbox = np.zeros((R, n))
-        ticks = np.zeros((R, n), dtype=int)
-        held = np.zeros((R, n))  # sum of holdings seen at each node's ticks
-        target = self.secrets[:n].sum()
-        errors, sums = [], []
-        for _ in range(c.K):  # K ticks per node on average: n events per "step"
-            for _ in range(n):
-                i = rng.integers(0, n, R)
-                k_i = ticks[rows, i]
-                held[rows, i] += self.state[rows, i] + mailbox[rows, i]
-                std = self.std(k_i, i)
-                z = (rng.standard_normal(R) if c.noise == "gaussian"
-                     else rng.laplace(0.0, 1.0 / math.sqrt(2.0), R))
-                beta = std * z
-                succ = (i + 1) % n
-                mailbox[rows, succ] += self.state[rows, i] - beta
-                self.state[rows, i] = beta + mailbox[rows, i]
-                mailbox[rows, i] = 0.0
-                ticks[rows, i] += 1
-            estimate = n * held / np.maximum(ticks, 1)
-            errors.append(np.abs(estimate - target).sum(axis=1))
-            sums.append(self.state.sum(axis=1) + mailbox.sum(axis=1))
-        self.mailbox = mailbox
-        steps = len(errors)
-        return RingRun(np.array(errors), np.array(sums), np.full(steps, target), None, None,
-                       self.ids.copy(), self.state.copy())
+        rows, rng = np.arange(R), self._clock
+        for _ in range(n):
+            i = rng.integers(0, n, R)
+            k_i = self.ticks[rows, i]
+            self.held[rows, i] += self.state[rows, i] + self.mailbox[rows, i]
+            z = (rng.standard_normal(R) if c.noise == "gaussian"
+                 else rng.laplace(0.0, 1.0 / math.sqrt(2.0), R))
+            beta = self.std(k_i, i) * z
+            self.mailbox[rows, (i + 1) % n] += self.state[rows, i] - beta
+            self.state[rows, i] = beta + self.mailbox[rows, i]
+            self.mailbox[rows, i] = 0.0
+            self.ticks[rows, i] += 1
+        target = float(self.secrets[:n].sum())
+        estimate = n * self.held / np.maximum(self.ticks, 1)
+        self.window.append(np.abs(estimate - target).sum(axis=1),
+                           self.state.sum(axis=1) + self.mailbox.sum(axis=1), target)
 
     # --- nodes choosing their noise ------------------------------------------------------------
     def learn_noise(self, weights: NDArray, rounds: int, spread: float = 2.0) -> pd.DataFrame:
@@ -470,29 +474,34 @@ class Window:
         self.step = 0
         self.error, self.sums, self.targets, self.estimates = [], [], [], []
 
+    def append(self, error: NDArray, sums: NDArray, target: float) -> None:
+        """Record one step's error and network sum per replication, and the target."""
+        self.error.append(error)
+        self.sums.append(sums)
+        self.targets.append(target)
+        self.step += 1
+
     def record(self, ids: NDArray, state: NDArray, target: float, m: int) -> None:
         """Record one step of the nodes ``ids`` (all of the ring, or one shard of it) for a ring
         of ``m`` nodes whose secrets sum to ``target``."""
-        self.sums.append(state.sum(axis=1))
-        self.targets.append(target)
+        error = np.full(self.R, np.nan)
         if self.enabled:
             row = self.buffer[self.step % self.cap]
             row[:] = np.nan
             row[:, ids] = state
             last = [(self.step - r) % self.cap for r in range(min(m, self.step + 1))]
             y = np.nansum(self.buffer[last][:, :, ids], axis=0)
-            self.error.append(np.abs(y - target).sum(axis=1))
+            error = np.abs(y - target).sum(axis=1)
             est = np.full(self.cap, np.nan)
             est[ids] = y[0]
             self.estimates.append(est)
-        self.step += 1
+        self.append(error, state.sum(axis=1), target)
 
     def result(self, ids: NDArray, state: NDArray, messages: NDArray | None) -> RingRun:
-        steps = len(self.sums)
-        return RingRun(np.array(self.error) if self.enabled else np.full((steps, self.R), np.nan),
-                       np.array(self.sums), np.array(self.targets),
-                       np.array(self.estimates) if self.enabled else None, messages, ids.copy(),
-                       state.copy())
+        """Everything recorded, with the ring's final order and states."""
+        return RingRun(np.array(self.error), np.array(self.sums), np.array(self.targets),
+                       np.array(self.estimates) if self.estimates else None, messages,
+                       ids.copy(), state.copy())
 
 
 WEIGHTINGS = ("equal", "unequal")

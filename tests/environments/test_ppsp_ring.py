@@ -6,6 +6,7 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -179,3 +180,14 @@ def test_ring_node_best_response_minimises_its_cost(others):
                                   *node.weights, 5, 50, 1.0, 1.0)
 
     assert cost(node.c) <= cost(grid).min() * (1 + 1e-12)
+
+
+def test_stepping_by_hand_is_the_same_as_run():
+    cfg = PPSPConfig(n=6, K=30, replications=4, leave_at=10, join_at=20, noise="laplace")
+    by_hand = PPSPModel(cfg, seed=11)
+    for _ in range(12):
+        by_hand.step()
+    assert by_hand.k == 12 and by_hand.ids.size == 5  # node 5 left at step 10
+    a, b = by_hand.run(), PPSPModel(cfg, seed=11).run()
+    np.testing.assert_array_equal(a.state, b.state)
+    pd.testing.assert_frame_equal(by_hand.results(), trajectory_frame(b))
