@@ -221,8 +221,9 @@ def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
     """``ceil(trials / N)`` rounds of SAR against one victim, vectorized over rounds.
 
     Each round draws the colluding set (shared by the slices), an independent uniform order
-    per slice, fresh data, the mitigation, equilibrium noise and the strong attackers' planted
-    data; the attack runs on the resulting messages. Returns per-round arrays ``success``,
+    per slice, fresh i.i.d. data (drawn directly in each slice's sequence order), the
+    mitigation, equilibrium noise and the strong attackers' planted data; the attack runs on
+    the resulting messages. Returns per-round arrays ``success``,
     ``possible``, ``rms`` and ``worst`` of shape ``(rounds, N)`` and ``exposed_fraction``.
     """
     K, d, N = cfg.K, cfg.d, cfg.N
@@ -238,14 +239,13 @@ def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
         colluding = np.zeros((c, K), dtype=bool)
         colluding[:, others] = _draw_colluders(cfg, rng, (c,), others)
         order = rng.permuted(np.broadcast_to(np.arange(K), (c, N, K)), axis=-1)
-        data = rng.uniform(-cfg.Delta, cfg.Delta, (c, K, d))
-        uploads = _mitigate(cfg, data, colluding, rng)
-        sliced = _pad(uploads, idx).transpose(0, 2, 1, 3)  # (c, N, K, width)
-        seq_data = np.take_along_axis(sliced, order[..., None], axis=2)
-        truth = _pad(data[:, cfg.victim], idx)  # (c, N, width)
         seq_colluding = np.take_along_axis(np.broadcast_to(colluding[:, None], (c, N, K)),
                                            order, axis=2)
         position = np.argmax(order == cfg.victim, axis=2)
+        # the users' data are i.i.d. uniform, so each slice's data is drawn in sequence order
+        truth_seq = rng.uniform(-cfg.Delta, cfg.Delta, (c, N, K, width)) * mask[:, None, :]
+        truth = np.take_along_axis(truth_seq, position[..., None, None], axis=2)[:, :, 0]
+        seq_data = _mitigate_slices(cfg, truth_seq, seq_colluding, mask, rng)
         noise = _noise_by_position(cfg, beta, (c, N), K, width, mask, rng)
         fakes = (rng.uniform(-cfg.Delta, cfg.Delta, (c, N, K, width)) * mask[:, None, :]
                  if cfg.attacker == "strong" else np.zeros((1, 1, 1, 1)))
@@ -287,6 +287,18 @@ def sar_epsilon(cfg: SARConfig, beta: NDArray) -> float:
     length ``l_i`` has sensitivity ``sqrt(l_i) Delta`` and carries noise ``m max beta``."""
     return max(slice_epsilon(int(length), cfg.Delta, cfg.delta, M * float(beta.max()))
                for length in set(slice_sizes(cfg.d, cfg.N)))
+
+
+def _mitigate_slices(cfg: SARConfig, seq_data: NDArray, seq_colluding: NDArray, mask: NDArray,
+                     rng: np.random.Generator) -> NDArray:
+    """Uploads in sequence order ``(c, N, K, width)``: each honest user's slice is replaced by a
+    stale (an earlier, independent one) or zero slice with probability ``mitigation_p``."""
+    if cfg.mitigation_p == 0.0:
+        return seq_data
+    swap = (rng.random(seq_colluding.shape) < cfg.mitigation_p) & ~seq_colluding
+    replacement = (rng.uniform(-cfg.Delta, cfg.Delta, seq_data.shape) * mask[:, None, :]
+                   if cfg.mitigation == "stale" else 0.0)
+    return np.where(swap[..., None], replacement, seq_data)
 
 
 def _pad(x: NDArray, idx: NDArray) -> NDArray:
