@@ -108,6 +108,7 @@ def _user_costs(model: BASChainModel) -> dict[int, float]:
 def properties_unit(config: BASChainConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
     """E1-E4 measured on learned equilibria of one population (section V-B).
 
+    The leader starts from the bids (``prior="bids"``), so that bids matter beyond the order.
     Truthfulness: each user re-runs the learning with each misreported bid (common random
     numbers: the same seed) and its cost is compared with the truthful run's. Fairness: spread
     of the users' equilibrium costs. Voluntary participation: a user who leaves plays LDP alone
@@ -234,7 +235,7 @@ register(Experiment(
     config_type=BASChainConfig,
     run_unit=properties_unit,
     summarize=properties_summary,
-    defaults={"K": 8, "rounds": 8, "replications": 1},
+    defaults={"K": 8, "rounds": 8, "replications": 1, "prior": "bids"},
     paper={"K": 10, "populations": 50},
     populations=4,
 ))

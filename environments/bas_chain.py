@@ -59,8 +59,9 @@ class BASChainConfig:
         learner: ``best_response`` or ``damped``; ``damping`` is the damped learner's rate.
         observation: followers see the upstream variance ``exact`` or only the data
             (``estimated``, section VIII).
-        prior: the first user's initial belief of the followers' level, from the ``bids`` or
-            ``none`` (it then learns it from outcomes alone).
+        prior: the first user's initial belief of the followers' level: ``none`` (it learns
+            it from outcomes alone, the default) or from the ``bids`` (``m max`` of the others'
+            bids, the level Mechanism 1 prescribes).
         subsequences: number of sub-sequences the users are split into; ``split`` is
             ``random`` or ``sorted`` (Corollary 4).
         tolerance: relative distance to the NE below which a round counts as converged.
@@ -80,7 +81,7 @@ class BASChainConfig:
     learner: str = "best_response"
     damping: float = 0.5
     observation: str = "exact"
-    prior: str = "bids"
+    prior: str = "none"
     subsequences: int = 1
     split: str = "random"
     tolerance: float = 1e-6

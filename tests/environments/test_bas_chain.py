@@ -79,13 +79,14 @@ def test_subsequences_sorted_beats_random():
 def test_truthfulness_grid(factor):
     """No user lowers its own learned-equilibrium cost by misreporting its bid (Theorem 2)."""
     beta = np.array([0.3, 1.1, 0.7, 0.9, 0.2])
-    truthful = BASChainModel(BASChainConfig(K=5, beta=tuple(beta), rounds=6), seed=3).run()
+    truthful = BASChainModel(BASChainConfig(K=5, beta=tuple(beta), rounds=6, prior="bids"),
+                             seed=3).run()
     honest_cost = dict(zip(truthful.order, truthful.costs(truthful.learned()), strict=True))
     for k in range(5):
         bids = beta.copy()
         bids[k] = factor * beta[k]
-        lie = BASChainModel(BASChainConfig(K=5, beta=tuple(beta), bids=tuple(bids), rounds=6),
-                            seed=3).run()
+        lie = BASChainModel(BASChainConfig(K=5, beta=tuple(beta), bids=tuple(bids), rounds=6,
+                                           prior="bids"), seed=3).run()
         lie_cost = dict(zip(lie.order, lie.costs(lie.learned()), strict=True))
         assert lie_cost[k] >= honest_cost[k] - 1e-12
 
