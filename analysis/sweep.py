@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from tqdm import tqdm
 
 from privgames.analysis.experiments import Experiment, Unit, get
 from privgames.analysis.results import read_parquet, write_parquet
+from privgames.environments.ray_session import ensure_ray
 
 #: Upper bound on tasks per sweep: enough to balance 2-16 workers, few enough that each task
 #: carries several units (Ray pays about 1 ms per task).
@@ -82,28 +82,6 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
         if p is not None:
             p.unlink(missing_ok=True)
     return rows
-
-
-def ensure_ray(workers: int | None = None, address: str | None = None):
-    """The Ray module with a session: reuse one, join ``address``, or start a local one.
-
-    ``address`` (or ``RAY_ADDRESS``) joins a cluster. Otherwise a local Ray with ``workers``
-    CPUs starts without a dashboard and with every server on loopback: Ray binds to the node's
-    IP unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (its single-machine mode) is set before
-    ``ray`` is imported, which this function does.
-    """
-    address = address or os.environ.get("RAY_ADDRESS")
-    if not address:
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    import ray
-
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
-    return ray
 
 
 def _sweep_key(name: str, params: Mapping[str, Any], seed: int) -> str:

@@ -97,7 +97,8 @@ def peak_memory(K: int, d: int, R: int) -> dict:
 
 def ray_vs_serial(replications: int) -> dict:
     from privgames.analysis import experiments
-    from privgames.analysis.sweep import ensure_ray, sweep
+    from privgames.analysis.sweep import sweep
+    from privgames.environments.ray_session import ensure_ray
 
     e = experiments.get("bas-mse-vs-K")
     params = e.resolve({"K": [10, 50, 100, 200], "populations": 2,

@@ -88,7 +88,7 @@ def bounded_memory(n: int, K: int) -> dict:
 
 
 def ray_throughput(n: int, K: int) -> dict:
-    from privgames.analysis.sweep import ensure_ray
+    from privgames.environments.ray_session import ensure_ray
 
     ensure_ray(2)
     cfg = PPSPConfig(n=n, K=K, replications=1, c=1.0, shards=2)

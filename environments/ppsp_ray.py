@@ -19,6 +19,7 @@ from privgames.environments.ppsp_ring import (
     Schedule,
     Window,
 )
+from privgames.environments.ray_session import ensure_ray
 
 #: Steps between snapshots (a synchronisation point that also detects lost shards).
 SNAPSHOT_EVERY = 100
@@ -81,18 +82,26 @@ def run_ray_ring(model, kill_shard: tuple[int, int] | None = None) -> RingRun:
 
     ``kill_shard=(shard, step)`` kills that shard's actor at that step (fault injection).
     """
-    from privgames.analysis.sweep import ensure_ray
-
     ray = ensure_ray()
     c: PPSPConfig = model.config
     segments = [list(s) for s in np.array_split(model.ids, c.shards)]
     home = _join_home(c, segments)
     actor = ray.remote(RingShard)
+    starts = np.cumsum([0] + [len(seg) for seg in segments])[:-1]
     shards = [actor.remote(c, model.seed_sequence, np.array(seg),
-                           model.state[:, list(range(start, start + len(seg)))],
+                           model.state[:, lo:lo + len(seg)],
                            seg + ([c.join_node] if home == s else []), model.secrets)
-              for s, (start, seg) in enumerate(zip(np.cumsum([0] + [len(g) for g in segments]),
-                                                    segments, strict=False))]
+              for s, (lo, seg) in enumerate(zip(starts, segments, strict=True))]
+    try:
+        return _drive(ray, model, shards, segments, home, kill_shard)
+    finally:  # a finished or failed run leaves no actors behind in the session
+        for shard in shards:
+            ray.kill(shard)
+
+
+def _drive(ray, model, shards, segments, home, kill_shard) -> RingRun:
+    """Submit every step's emit/absorb calls, snapshot every ``SNAPSHOT_EVERY`` steps."""
+    c: PPSPConfig = model.config
     members = [set(seg) for seg in segments]
     ring = list(model.ids)
     snapshot = (0, ray.get([sh.snapshot.remote() for sh in shards]))
@@ -120,11 +129,9 @@ def run_ray_ring(model, kill_shard: tuple[int, int] | None = None) -> RingRun:
         if kill_shard is not None and k == kill_shard[1]:
             ray.kill(shards[kill_shard[0]])
         if (k + 1) % SNAPSHOT_EVERY == 0 or k == c.K - 1:
-            snapshot = _snapshot(ray, shards, members, snapshot, k + 1)
+            snapshot = _snapshot(ray, shards, snapshot, k + 1)
     parts = ray.get([sh.records.remote() for sh in shards])
     ids, state = _assemble(snapshot[1], ring)
-    for sh in shards:
-        ray.kill(sh)
     error = np.sum([p[0] for p in parts], axis=0)
     sums = np.sum([p[1] for p in parts], axis=0)
     return RingRun(error, sums, np.array(targets), None, None, ids, state)
@@ -136,7 +143,7 @@ def _join_home(c: PPSPConfig, segments: list[list[int]]) -> int | None:
     return next(s for s, seg in enumerate(segments) if c.join_next_to in seg)
 
 
-def _snapshot(ray, shards, members, previous, step):
+def _snapshot(ray, shards, previous, step):
     try:
         return step, ray.get([sh.snapshot.remote() for sh in shards])
     except ray.exceptions.RayActorError as err:

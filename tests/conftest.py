@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def ray_session():
-    from privgames.analysis.sweep import ensure_ray
+    from privgames.environments.ray_session import ensure_ray
 
     ray = ensure_ray(workers=2)
     yield ray
