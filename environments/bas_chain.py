@@ -141,6 +141,10 @@ class BASChainModel(mesa.Model):
         for seq in self.sequences:
             if c.prior == "bids" and seq.size > 1:
                 self.users[seq[0]].belief = M * float(bids[seq[1:]].max())
+        self._predicted = {
+            name: np.concatenate([f(self.beta[seq]) for seq in self.sequences])
+            for name, f in (("nash", nash_equilibrium), ("ldp", ldp_variances),
+                            ("optimum", central_optimum))}
         self.datacollector = mesa.DataCollector(
             model_reporters={"distance": BASChainModel.distance,
                              "total_variance": lambda m: float(m.learned().sum())},
@@ -195,9 +199,7 @@ class BASChainModel(mesa.Model):
 
     def predicted(self) -> dict[str, NDArray]:
         """The theory's profiles in the same order: NE (Theorem 1), LDP (eq 26), optimum."""
-        return {name: np.concatenate([f(self.beta[seq]) for seq in self.sequences])
-                for name, f in (("nash", nash_equilibrium), ("ldp", ldp_variances),
-                                ("optimum", central_optimum))}
+        return dict(self._predicted)
 
     def profiles(self) -> dict[str, NDArray]:
         """Learned profile (``chained``) and the theory's, all in sequence order."""
@@ -205,7 +207,7 @@ class BASChainModel(mesa.Model):
 
     def distance(self) -> float:
         """Largest deviation from the NE, relative to the largest NE variance."""
-        nash = self.predicted()["nash"]
+        nash = self._predicted["nash"]
         return float(np.max(np.abs(self.learned() - nash)) / max(nash.max(), 1e-300))
 
     def results(self) -> pd.DataFrame:
@@ -215,30 +217,20 @@ class BASChainModel(mesa.Model):
 
     def rounds_to_converge(self) -> int | None:
         """First round from which the distance stays below ``tolerance``; None if never."""
-        dist = self.results()["distance"].to_numpy()
-        above = np.flatnonzero(dist > self.config.tolerance)
-        if above.size == dist.size:
-            return None
-        return int(above[-1] + 2) if above.size else 1
+        return _first_round_within(self.results()["distance"].to_numpy(), self.config.tolerance)
 
     def rounds_to_settle(self) -> int | None:
         """First round from which no user's variance moves by more than ``tolerance`` (relative
         to the largest variance); the end point of learning, whether or not it is the NE."""
-        wide = self.datacollector.get_agent_vars_dataframe()["sigma2"].unstack()
-        scale = max(float(wide.to_numpy().max()), 1e-300)
-        moves = np.abs(np.diff(wide.to_numpy(), axis=0)).max(axis=1) / scale
-        above = np.flatnonzero(moves > self.config.tolerance)
-        if moves.size and above.size == moves.size:
-            return None
-        return int(above[-1] + 3) if above.size else 2
+        wide = self.datacollector.get_agent_vars_dataframe()["sigma2"].unstack().to_numpy()
+        moves = np.abs(np.diff(wide, axis=0)).max(axis=1) / max(float(wide.max()), 1e-300)
+        first = _first_round_within(moves, self.config.tolerance)  # moves[i]: round i+1 -> i+2
+        return None if first is None else first + 1
 
     def costs(self, sigma2: NDArray) -> NDArray:
         """Each user's cost (eq 14) within its own sub-sequence, in sequence order."""
-        out, start = [], 0
-        for seq in self.sequences:
-            out.append(user_costs(sigma2[start:start + seq.size], self.beta[seq]))
-            start += seq.size
-        return np.concatenate(out)
+        return np.concatenate([user_costs(sigma2[part], self.beta[seq])
+                               for part, seq in zip(self._slices(), self.sequences, strict=True)])
 
     def epsilon(self, sigma2: NDArray) -> float:
         """The release's privacy budget: the worst user's, from the noise on its data."""
@@ -256,3 +248,11 @@ class BASChainModel(mesa.Model):
         x = self.data[self.order]
         return {name: chain_squared_errors(x, sigma2, reps, self.rng)
                 for name, sigma2 in self.profiles().items()}
+
+
+def _first_round_within(series: NDArray, tolerance: float) -> int | None:
+    """1-based index from which ``series`` stays at or below ``tolerance``; None if never."""
+    above = np.flatnonzero(series > tolerance)
+    if above.size == series.size:
+        return None
+    return int(above[-1] + 2) if above.size else 1

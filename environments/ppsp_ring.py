@@ -187,11 +187,8 @@ class Schedule:
         """``k -> v(k)`` for the nodes ``ids``: a scalar when they share their parameters."""
         params = [self.c[ids], self.d[ids]] + ([] if self.phi is None else [self.phi[ids]])
         if all(np.all(p == p[0]) for p in params):
-            c, d = float(params[0][0]), float(params[1][0])
-            phi = None if self.phi is None else float(params[2][0])
-            return lambda k: float(noise_std(k, c, d, phi))
-        return lambda k: noise_std(k, *params) if self.phi is not None else noise_std(
-            k, params[0], params[1])
+            params = [float(p[0]) for p in params]
+        return lambda k: noise_std(k, *params)
 
 
 class RingNoise:

@@ -291,13 +291,13 @@ def sar_epsilon(cfg: SARConfig, beta: NDArray) -> float:
 
 def _mitigate_slices(cfg: SARConfig, seq_data: NDArray, seq_colluding: NDArray, mask: NDArray,
                      rng: np.random.Generator) -> NDArray:
-    """Uploads in sequence order ``(c, N, K, width)``: each honest user's slice is replaced by a
-    stale (an earlier, independent one) or zero slice with probability ``mitigation_p``."""
+    """Uploads in sequence order (``(..., N, K, width)``): each honest user's slice is replaced
+    by a stale (an earlier, independent one) or zero slice with probability ``mitigation_p``."""
     if cfg.mitigation_p == 0.0:
         return seq_data
     swap = (rng.random(seq_colluding.shape) < cfg.mitigation_p) & ~seq_colluding
     replacement = (rng.uniform(-cfg.Delta, cfg.Delta, seq_data.shape) * mask[:, None, :]
-                   if cfg.mitigation == "stale" else 0.0)
+                   if cfg.mitigation == "stale" else 0.0)  # mask: (N, width)
     return np.where(swap[..., None], replacement, seq_data)
 
 
@@ -305,21 +305,6 @@ def _pad(x: NDArray, idx: NDArray) -> NDArray:
     """Gather slices ``(..., N, l_max)`` from the last axis of ``x``, zero past each slice."""
     padded = np.concatenate([x, np.zeros((*x.shape[:-1], 1))], axis=-1)
     return padded[..., idx]
-
-
-def _mitigate(cfg: SARConfig, data: NDArray, colluding: NDArray,
-              rng: np.random.Generator) -> NDArray:
-    """Uploads ``(c, K, d)``: each honest user replaces a slice of its new vector with a stale
-    (an earlier, independent vector) or zero one, with probability ``mitigation_p``."""
-    if cfg.mitigation_p == 0.0:
-        return data
-    c, K, d = data.shape
-    swap_slice = (rng.random((c, K, cfg.N)) < cfg.mitigation_p) & ~colluding[..., None]
-    slice_of_coord = np.repeat(np.arange(cfg.N), slice_sizes(d, cfg.N))
-    swap = swap_slice[..., slice_of_coord]
-    replacement = (rng.uniform(-cfg.Delta, cfg.Delta, (c, K, d)) if cfg.mitigation == "stale"
-                   else np.zeros((c, K, d)))
-    return np.where(swap, replacement, data)
 
 
 class SARModel(mesa.Model):
@@ -373,10 +358,10 @@ class SARModel(mesa.Model):
             self.users[i].colluding = bool(flag)
         order = rng.permuted(np.broadcast_to(np.arange(k), (c.N, k)), axis=-1)  # by position
         data = rng.uniform(-c.Delta, c.Delta, (k, c.d))
-        uploads = _mitigate(c, data[None], colluding[None], rng)[0]
-        seq_data = np.take_along_axis(_pad(uploads, self.slices).transpose(1, 0, 2),
-                                      order[..., None], axis=1)  # (N, k, width)
         seq_colluding = colluding[order]
+        seq_true = np.take_along_axis(_pad(data, self.slices).transpose(1, 0, 2),
+                                      order[..., None], axis=1)  # (N, k, width)
+        seq_data = _mitigate_slices(c, seq_true, seq_colluding, mask, rng)
         noise = _noise_by_position(c, self.beta[ids], (c.N,), k, width, mask, rng)
         victims = np.flatnonzero(~colluding)
         v = victims.size
