@@ -43,6 +43,7 @@ def chain_unit(config: BASChainConfig, seed: np.random.SeedSequence) -> pd.DataF
                   mean_rows("mse", errors[name], chain_mse(sigma2.sum(), config.K, config.d))]
         final += [{"method": name, "metric": metric, "value": float(value)} for metric, value in
                   (("total_variance", sigma2.sum()), ("epsilon", model.epsilon(sigma2)),
+                   ("epsilon_paper", model.epsilon(sigma2, paper=True)),
                    ("mean_cost", model.costs(sigma2).mean()))]
     final = pd.DataFrame(final).assign(round=last)
     profiles = [pd.DataFrame({"round": last, "method": name, "metric": "sigma2",
@@ -76,6 +77,12 @@ def chain_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
         summary[f"mse_{r.method}_se"] = r.mse_se
         summary[f"mse_{r.method}_predicted"] = r.mse_predicted
     summary["chained_below_ldp"] = summary["mse_chained"] < summary["mse_ldp"]
+    eps = metric_means(rows, "epsilon").merge(metric_means(rows, "epsilon_paper"), on="method")
+    for r in eps.itertuples():  # mean over populations of the worst user's epsilon
+        summary[f"epsilon_{r.method}"] = r.epsilon
+        summary[f"epsilon_paper_{r.method}"] = r.epsilon_paper
+    summary["epsilon"] = summary["epsilon_chained"]
+    summary["epsilon_paper"] = summary["epsilon_paper_chained"]
     return summary
 
 
@@ -84,7 +91,7 @@ def figure_summary(by: list[str]):
 
     def summarize(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
         table = pooled(rows, "mse", by)
-        for metric in ("epsilon", "mean_cost"):
+        for metric in ("epsilon", "epsilon_paper", "mean_cost"):
             table = table.merge(metric_means(rows, metric, by), on=[*by, "method"])
         wide = table.pivot_table(index=by, columns="method", values="mse")
         return {"table": table.to_dict(orient="records"),

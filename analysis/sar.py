@@ -40,7 +40,7 @@ def attack_unit(config: SARConfig, seed: np.random.SeedSequence) -> pd.DataFrame
     worst = out["worst"][out["success"]]
     rows += [{"metric": "max_exact_error", "value": float(worst.max()) if worst.size else 0.0},
              {"metric": "trials", "value": float(out["success"].size)},
-             {"metric": "epsilon_hat", "value": sar_epsilon(config, beta)},
+             *({"metric": k, "value": v} for k, v in sar_epsilon(config, beta).items()),
              {"metric": "delta_hat", "value": max(theory["failure_probability"], config.delta)}]
     return pd.DataFrame(rows).assign(method=config.attacker)
 
@@ -57,7 +57,8 @@ def attack_summary(by: list[str]):
              / table["success_rate_se"].where(table["success_rate_se"] > 0)).fillna(0.0)
         exact = rows.loc[rows["metric"] == "max_exact_error", "value"].max()
         summary = {"trials": int(rows.loc[rows["metric"] == "trials", "value"].sum()),
-                   "epsilon_hat": float(rows.loc[rows["metric"] == "epsilon_hat", "value"].max()),
+                   **{k: float(rows.loc[rows["metric"] == k, "value"].max())
+                      for k in ("epsilon", "epsilon_slice", "epsilon_paper")},
                    "delta_hat": float(rows.loc[rows["metric"] == "delta_hat", "value"].max()),
                    "max_z": float(z.max()), "exact_recovery": bool(exact < 1e-9),
                    "max_reconstruction_error": float(exact)}

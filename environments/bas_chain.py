@@ -232,11 +232,12 @@ class BASChainModel(mesa.Model):
         return np.concatenate([user_costs(sigma2[part], self.beta[seq])
                                for part, seq in zip(self._slices(), self.sequences, strict=True)])
 
-    def epsilon(self, sigma2: NDArray) -> float:
-        """The release's privacy budget: the worst user's, from the noise on its data."""
+    def epsilon(self, sigma2: NDArray, paper: bool = False) -> float:
+        """The release's privacy budget: the worst user's, from the noise on its data (the
+        prefix of the chain up to it), exact (analytic Gaussian) or as the paper computes it."""
         c = self.config
         prefix = np.concatenate([np.cumsum(sigma2[s]) for s in self._slices()])
-        return float(np.max(chain_epsilon(prefix, c.d, c.Delta, c.delta)))
+        return float(np.max(chain_epsilon(prefix, c.d, c.Delta, c.delta, paper)))
 
     def _slices(self) -> list[slice]:
         ends = np.cumsum([seq.size for seq in self.sequences])

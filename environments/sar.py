@@ -27,12 +27,11 @@ from privgames.mechanisms.chain import M
 from privgames.mechanisms.sar import (
     ATTACKERS,
     colluder_threshold,
-    recombine,
     slice_epsilon,
     slice_exposure_given_colluders,
     slice_sizes,
-    slice_vector,
     strong_reconstruction,
+    vector_epsilon,
     weak_reconstruction,
 )
 
@@ -263,30 +262,23 @@ def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
     return result
 
 
-def sar_release(data: NDArray, N: int, beta: NDArray, rng: np.random.Generator) -> NDArray:
-    """Protocol 2 end to end: the server's estimate of the users' mean vector.
+def sar_epsilon(cfg: SARConfig, beta: NDArray) -> dict[str, float]:
+    """The release's privacy budget (Theorems 6-7, with ``delta = max(delta_hat, delta)``).
 
-    Every slice runs the BAS chain (eq 6-8) in its own uniform order, the first user adding the
-    equilibrium noise ``m max beta``; the server divides each slice's final sum by ``K`` and
-    concatenates the slice means (line 16).
+    Every slice carries the noise ``m max beta`` the first user of its sequence adds. Returns
+    ``epsilon``: exact, for the user's whole vector (:func:`vector_epsilon`: a neighbour
+    changes every slice, so the slices compose into one Gaussian of sensitivity
+    ``sqrt(d) Delta``); ``epsilon_slice``: exact, for a neighbour who differs in one slice (the
+    paper's parallel-composition reading, the longest slice); ``epsilon_paper``: the paper's
+    number, eq (30) per slice and the maximum over slices (Theorem 6).
     """
-    K = data.shape[0]
-    means = []
-    for part in slice_vector(data, N):
-        order = rng.permutation(K)
-        running = np.zeros(part.shape[1])
-        for position, k in enumerate(order):  # each user adds its slice and its noise
-            noise = math.sqrt(M * beta.max()) if position == 0 else 0.0
-            running = running + part[k] + noise * rng.standard_normal(part.shape[1])
-        means.append(running / K)
-    return recombine(means)
-
-
-def sar_epsilon(cfg: SARConfig, beta: NDArray) -> float:
-    """Theorem 6-7: the release is ``(max_i eps_i, max(delta_hat, delta))``-DP; slice ``i`` of
-    length ``l_i`` has sensitivity ``sqrt(l_i) Delta`` and carries noise ``m max beta``."""
-    return max(slice_epsilon(int(length), cfg.Delta, cfg.delta, M * float(beta.max()))
-               for length in set(slice_sizes(cfg.d, cfg.N)))
+    variance = M * float(beta.max())
+    lengths = {int(length) for length in slice_sizes(cfg.d, cfg.N)}
+    return {"epsilon": vector_epsilon(cfg.d, cfg.Delta, cfg.delta, variance),
+            "epsilon_slice": max(slice_epsilon(n, cfg.Delta, cfg.delta, variance)
+                                 for n in lengths),
+            "epsilon_paper": max(slice_epsilon(n, cfg.Delta, cfg.delta, variance, paper=True)
+                                 for n in lengths)}
 
 
 def _mitigate_slices(cfg: SARConfig, seq_data: NDArray, seq_colluding: NDArray, mask: NDArray,

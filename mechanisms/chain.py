@@ -14,7 +14,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privgames.mechanisms.gaussian import gaussian_epsilon
+from privgames.mechanisms.gaussian import analytic_epsilon, classical_epsilon
 
 #: The threshold constant ``m = (1/2)^(2/3)`` of Lemma 1.
 M = 0.5 ** (2.0 / 3.0)
@@ -133,14 +133,20 @@ def price_of_anarchy_bound(beta: ArrayLike) -> float:
     return float(b.max() / b.min()) if b.min() > 0 else math.inf
 
 
-def chain_epsilon(total_variance: ArrayLike, d: int, Delta: float, delta: float) -> NDArray:
-    """Privacy budget of a chain release, eq (30) corrected.
+def chain_epsilon(total_variance: ArrayLike, d: int, Delta: float, delta: float,
+                  paper: bool = False) -> NDArray:
+    """Privacy budget of a chain release carrying noise of ``total_variance`` per coordinate.
 
-    Eq (3) with ``sigma^2 = total_variance`` and sensitivity ``sqrt(d) Delta`` gives
-    ``sqrt(d) Delta sqrt(2 log(1.25/delta) / total_variance)``; the printed eq (30) drops the
-    square roots and ``sqrt(d)`` and writes 1.30 for 1.25.
+    Independent Gaussian noises add their variances (Corollary 1), so the release is one
+    Gaussian mechanism with ``sigma^2 = total_variance`` and sensitivity ``sqrt(d) Delta``; its
+    exact epsilon is :func:`~privgames.mechanisms.gaussian.analytic_epsilon`. ``paper=True``
+    gives eq (30) as corrected, eq (3) inverted: ``sqrt(d) Delta sqrt(2 log(1.25/delta) /
+    total_variance)`` (the printed eq (30) drops the square roots and ``sqrt(d)`` and writes
+    1.30 for 1.25); it is a guarantee only where it is below 1.
     """
-    return gaussian_epsilon(total_variance, delta, math.sqrt(d) * Delta)
+    sigma = np.sqrt(np.asarray(total_variance, dtype=float))
+    account = classical_epsilon if paper else analytic_epsilon
+    return np.asarray(account(sigma, delta, math.sqrt(d) * Delta), dtype=float)
 
 
 def chain_mse(total_variance: ArrayLike, K: int, d: int) -> NDArray:

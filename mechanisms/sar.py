@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
 from scipy.stats import binom
 
-from privgames.mechanisms.gaussian import gaussian_epsilon
+from privgames.mechanisms.gaussian import analytic_epsilon, classical_epsilon
 
 ATTACKERS = ("weak", "strong")
 
@@ -124,12 +124,26 @@ def recombine(slices: list[ArrayLike]) -> NDArray:
     return np.concatenate([np.asarray(s) for s in slices], axis=-1)
 
 
-def slice_epsilon(length: int, Delta: float, delta: float, total_variance: float) -> float:
-    """Eq (30) for one slice: sensitivity ``sqrt(length) Delta`` (entries bounded by Delta).
+def slice_epsilon(length: int, Delta: float, delta: float, total_variance: float,
+                  paper: bool = False) -> float:
+    """Epsilon of one slice's release: sensitivity ``sqrt(length) Delta`` (entries bounded by
+    Delta), noise variance ``total_variance``; exact (analytic Gaussian) or, with
+    ``paper=True``, eq (30)'s classical formula. This is the guarantee against a neighbour who
+    differs in this slice only (the paper's reading of Theorem 6)."""
+    account = classical_epsilon if paper else analytic_epsilon
+    return float(account(math.sqrt(total_variance), delta, math.sqrt(length) * Delta))
 
-    By parallel composition (Theorem 6) the release is ``(max_i eps_i, max_i delta_i)``-DP.
+
+def vector_epsilon(d: int, Delta: float, delta: float, total_variance: float) -> float:
+    """Exact epsilon of the whole SAR release of one user's vector (user-level adjacency).
+
+    A neighbour changes the user's whole vector, so every slice changes: the slices are not
+    "disjoint subsets of the database" and Theorem 6's parallel composition does not apply.
+    The ``N`` slice releases with equal noise are jointly one Gaussian mechanism of sensitivity
+    ``sqrt(sum_i l_i) Delta = sqrt(d) Delta`` (the privacy-loss distributions of Gaussians
+    compose by adding their ``mu = Delta_i^2 / (2 sigma^2)``), whatever ``N`` is.
     """
-    return float(gaussian_epsilon(total_variance, delta, math.sqrt(length) * Delta))
+    return float(analytic_epsilon(math.sqrt(total_variance), delta, math.sqrt(d) * Delta))
 
 
 def reclipped_sensitivity(clip_norm: float, d: int, length: int) -> float:

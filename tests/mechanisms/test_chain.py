@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize, minimize_scalar
 
 from privgames.mechanisms import chain
-from privgames.mechanisms.gaussian import gaussian_epsilon, gaussian_mechanism, gaussian_sigma
+from privgames.mechanisms.gaussian import gaussian_delta, gaussian_mechanism
 
 betas = st.lists(st.floats(0.01, 5.0), min_size=2, max_size=12)
 
@@ -165,12 +165,20 @@ def test_bas_order_never_puts_the_top_bidder_first():
         assert abs(np.mean(firsts == k) - 1 / 3) < 4 * se
 
 
-def test_gaussian_epsilon_inverts_eq3():
-    sigma = gaussian_sigma(0.7, 1e-5, 2.0)
-    assert gaussian_epsilon(sigma**2, 1e-5, 2.0) == pytest.approx(0.7)
-    d, Delta = 50, 1.0
-    assert chain.chain_epsilon(sigma**2, d, Delta, 1e-5) == pytest.approx(
-        0.7 * math.sqrt(d) * Delta / 2.0)
+def test_chain_epsilon_paper_is_eq3_inverted_with_sensitivity_sqrt_d_delta():
+    """The paper's number: eq (3) solved for epsilon at the chain's total variance, with the
+    l2 sensitivity sqrt(d) Delta (the corrected eq 30), written out independently here."""
+    d, Delta, delta, variance = 50, 1.0, 1e-5, 0.3
+    expected = math.sqrt(d) * Delta * math.sqrt(2 * math.log(1.25 / delta)) / math.sqrt(variance)
+    assert chain.chain_epsilon(variance, d, Delta, delta, paper=True) == pytest.approx(expected)
+
+
+def test_chain_epsilon_is_exact_for_the_release():
+    """At the exact epsilon the Gaussian release's delta(epsilon) equals the target delta."""
+    d, Delta, delta, variance = 50, 1.0, 1e-5, 0.3
+    eps = chain.chain_epsilon(variance, d, Delta, delta)
+    assert gaussian_delta(eps, math.sqrt(variance), math.sqrt(d) * Delta) == pytest.approx(
+        delta, rel=1e-9)
 
 
 def test_gaussian_mechanism_variance():
