@@ -14,6 +14,7 @@ from privgames.analysis import plots
 from privgames.analysis.experiments import Experiment, register
 from privgames.analysis.metrics import mean_profile, mean_rows, metric_means, pooled
 from privgames.environments.bas_chain import BASChainConfig, BASChainModel
+from privgames.environments.streams import replaying, spawn
 from privgames.mechanisms.chain import (
     M,
     chain_mse,
@@ -122,7 +123,7 @@ def properties_unit(config: BASChainConfig, seed: np.random.SeedSequence) -> pd.
     while the others learn their own chain. Efficiency: social cost of the learned profile over
     that of the centralized optimum, against the Theorem 5 bound.
     """
-    seeds = seed.spawn(2)
+    seeds = spawn(seed, 2)
     honest_model = BASChainModel(config, seeds[0]).run()
     beta, honest = honest_model.beta, _user_costs(honest_model)
     gains = []
@@ -130,11 +131,12 @@ def properties_unit(config: BASChainConfig, seed: np.random.SeedSequence) -> pd.
         for factor in MISREPORTS:
             bids = beta.copy()
             bids[k] = factor * beta[k]
-            lie = BASChainModel(dataclasses.replace(config, beta=tuple(beta), bids=tuple(bids)),
-                                seeds[0]).run()
+            with replaying():  # common random numbers: the honest run's population
+                lie = BASChainModel(dataclasses.replace(config, beta=tuple(beta),
+                                                        bids=tuple(bids)), seeds[0]).run()
             gains.append(honest[k] - _user_costs(lie)[k])
     margins = []
-    for k, leave_seed in enumerate(seeds[1].spawn(config.K)):
+    for k, leave_seed in enumerate(spawn(seeds[1], config.K)):
         others = tuple(np.delete(beta, k))
         rest = dataclasses.replace(config, K=config.K - 1, beta=others, bids=None,
                                    subsequences=1)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from privgames.environments.config import ConfigError, check_int
+from privgames.environments.streams import spawn
 
 Unit = tuple[dict[str, Any], np.random.SeedSequence]
 
@@ -88,7 +89,7 @@ class Experiment:
         """Every (grid point, population) with its own seed, in a fixed order."""
         pairs = [({**point, "population": p}, point)
                  for point in self.points(params) for p in range(params["populations"])]
-        seeds = np.random.SeedSequence(seed).spawn(len(pairs))
+        seeds = spawn(seed, len(pairs))
         return [(label, s) for (label, _), s in zip(pairs, seeds, strict=True)]
 
     def run_one(self, params: Mapping[str, Any], label: Mapping[str, Any],

@@ -21,6 +21,7 @@ from privgames.environments.ppsp_ring import (
     PPSPModel,
     trajectory_frame,
 )
+from privgames.environments.streams import generator, spawn
 from privgames.mechanisms import ppsp
 
 #: Trajectories keep about this many steps.
@@ -158,10 +159,10 @@ def epsilon_summary(by: list[str]):
 
 def learning_unit(config: NoiseGameConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
     """Nodes best-respond over their ``c_i``; the path, and its cost against the optimum."""
-    rng = np.random.default_rng(seed)
+    weights_seed, model_seed = spawn(seed, 2)  # the nodes' private weights; the ring's own
     ring = PPSPConfig(n=config.n, K=config.K, d=config.d, delta=config.delta, replications=1)
-    model = PPSPModel(ring, seed)
-    weights = config.weights(rng)
+    model = PPSPModel(ring, model_seed)
+    weights = config.weights(generator(weights_seed))
     path = model.learn_noise(weights, config.rounds, config.spread)
     final = path[path["round"] == config.rounds]["c"].to_numpy()
     totals = weights.sum(axis=0)

@@ -13,6 +13,7 @@ from privgames.analysis import plots
 from privgames.analysis.experiments import Experiment, register
 from privgames.analysis.metrics import mean_rows, pooled
 from privgames.environments.sar import SARConfig, SARModel, sar_epsilon, simulate_attacks
+from privgames.environments.streams import generator
 from privgames.mechanisms.sar import colluder_threshold
 
 #: The measured rates and what the theory (``SARConfig.predicted``) calls them.
@@ -27,7 +28,7 @@ def attack_unit(config: SARConfig, seed: np.random.SeedSequence) -> pd.DataFrame
     slices, so rounds, not slices, are independent). ``max_exact_error`` is the largest
     reconstruction error among successful attacks when nobody but the first user adds noise.
     """
-    rng = np.random.default_rng(seed)
+    rng = generator(seed)  # one consumer: preferences, then the attack trials
     beta = (np.array(config.beta) if config.beta is not None
             else rng.uniform(0.0, config.beta_max, config.K))
     out = simulate_attacks(config, rng, beta)

@@ -23,6 +23,7 @@ from privgames.environments.config import (
     check_real,
     check_reals,
 )
+from privgames.environments.streams import generator
 from privgames.mechanisms.chain import (
     M,
     bas_order,
@@ -125,7 +126,7 @@ class BASChainModel(mesa.Model):
 
     def __init__(self, config: BASChainConfig, seed: int | np.random.SeedSequence | None = None,
                  data: NDArray | None = None) -> None:
-        super().__init__(rng=np.random.default_rng(seed))
+        super().__init__(rng=generator(seed))
         self.config = c = config
         self.beta = (np.array(c.beta) if c.beta is not None
                      else self.rng.uniform(0.0, c.beta_max, c.K))

@@ -88,7 +88,7 @@ def run_ray_ring(model, kill_shard: tuple[int, int] | None = None) -> RingRun:
     home = _join_home(c, segments)
     actor = ray.remote(RingShard)
     starts = np.cumsum([0] + [len(seg) for seg in segments])[:-1]
-    shards = [actor.remote(c, model.seed_sequence, np.array(seg),
+    shards = [actor.remote(c, model.noise_seed, np.array(seg),
                            model.state[:, lo:lo + len(seg)],
                            seg + ([c.join_node] if home == s else []), model.secrets)
               for s, (lo, seg) in enumerate(zip(starts, segments, strict=True))]

@@ -22,6 +22,7 @@ from privgames.environments.config import (
     check_int,
     check_real,
 )
+from privgames.environments.streams import child, generator, spawn
 from privgames.mechanisms.ppsp import (
     SCHEDULES,
     eavesdropper_statistics,
@@ -204,8 +205,7 @@ class RingNoise:
         self.buffer = np.empty((len(blocks), self.replications, self.block))
         self._ids: NDArray | None = None
         self._in_order = False
-        self.streams = {b: np.random.default_rng(np.random.SeedSequence(
-            seed.entropy, spawn_key=(*seed.spawn_key, 1, b))) for b in blocks}
+        self.streams = {b: generator(child(seed, b)) for b in blocks}
 
     def draw(self) -> dict[int, NDArray]:
         """One step's noise for every owned block: ``{block: (replications, block size)}``."""
@@ -274,10 +274,9 @@ class PPSPModel(mesa.Model):
 
     def __init__(self, config: PPSPConfig, seed: int | np.random.SeedSequence | None = None,
                  record_messages: bool = False) -> None:
-        super().__init__(rng=np.random.default_rng(seed))
+        own, self.noise_seed, clock = spawn(seed, 3)  # secrets and learning; noise; clocks
+        super().__init__(rng=generator(own))
         self.config = c = config
-        self.seed_sequence = (seed if isinstance(seed, np.random.SeedSequence)
-                              else np.random.SeedSequence(seed))
         secrets = (np.array(c.secrets) if c.secrets is not None
                    else self.rng.uniform(0.0, 100.0, c.n))
         self.secrets = np.zeros(c.capacity)
@@ -295,10 +294,10 @@ class PPSPModel(mesa.Model):
         self.messages: list[NDArray] | None = [] if record_messages else None
         self.window = Window(c)
         if c.protocol == "sync":
-            self._noise = RingNoise(self.seed_sequence, c, range(c.capacity))
+            self._noise = RingNoise(self.noise_seed, c, range(c.capacity))
             self._ring = None
         else:
-            self._clock = np.random.default_rng(self.seed_sequence.spawn(1)[0])
+            self._clock = generator(clock)
             self.mailbox = np.zeros((c.replications, c.n))
             self.ticks = np.zeros((c.replications, c.n), dtype=int)
             self.held = np.zeros((c.replications, c.n))  # holdings seen at each node's ticks

@@ -23,6 +23,7 @@ from privgames.environments.config import (
     check_int,
     check_real,
 )
+from privgames.environments.streams import generator
 from privgames.mechanisms.chain import M
 from privgames.mechanisms.sar import (
     ATTACKERS,
@@ -316,7 +317,7 @@ class SARModel(mesa.Model):
 
     def __init__(self, config: SARConfig, seed: int | np.random.SeedSequence | None = None
                  ) -> None:
-        super().__init__(rng=np.random.default_rng(seed))
+        super().__init__(rng=generator(seed))
         self.config = c = config
         self.beta = (np.array(c.beta) if c.beta is not None
                      else self.rng.uniform(0.0, c.beta_max, c.K))
