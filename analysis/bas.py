@@ -10,18 +10,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privgames.analysis import plots
-from privgames.analysis.experiments import Experiment, register
+from privgames.analysis.claims import Claim, gaussian_epsilon_claim, z_threshold
+from privgames.analysis.experiments import Experiment, figure, register
 from privgames.analysis.metrics import mean_profile, mean_rows, metric_means, pooled
 from privgames.environments.bas_chain import BASChainConfig, BASChainModel
 from privgames.environments.streams import replaying, spawn
 from privgames.mechanisms.chain import (
-    M,
     chain_mse,
+    ldp_variances,
     price_of_anarchy,
     price_of_anarchy_bound,
     social_cost,
+    user_costs,
 )
+
+#: The profiles compared: learned, and the theory's three (``BASChainModel.profiles``).
+METHODS = ("chained", "nash", "ldp", "optimum")
+LABELS = {"chained": "learned Chained-DP", "nash": "Theorem 1 NE", "ldp": "LDP (eq 26)",
+          "optimum": "centralized optimum"}
 
 #: Misreport grid of the truthfulness check: bid = factor * beta_k.
 MISREPORTS = (0.0, 0.5, 0.9, 1.1, 2.0, 10.0)
@@ -95,17 +101,69 @@ def figure_summary(by: list[str]):
         for metric in ("epsilon", "epsilon_paper", "mean_cost"):
             table = table.merge(metric_means(rows, metric, by), on=[*by, "method"])
         wide = table.pivot_table(index=by, columns="method", values="mse")
+        z = np.abs(table["mse"] - table["mse_predicted"]) / table["mse_se"]
+        chained = table["method"] == "chained"
+        worst = table.loc[chained]
         return {"table": table.to_dict(orient="records"),
                 "chained_below_ldp": bool((wide["chained"] < wide["ldp"]).all()),
-                "max_z_chained": float(_z(table, "chained"))}
+                "max_z_chained": float(z[chained].max()),
+                "max_z": float(z.max()), "max_z_threshold": z_threshold(len(table)),
+                "epsilon_chained_max": float(worst["epsilon"].max()),
+                "epsilon_paper_chained_max": float(
+                    worst.loc[worst["epsilon"].idxmax(), "epsilon_paper"])}
 
     return summarize
 
 
-def _z(table: pd.DataFrame, method: str) -> float:
-    """Largest |measured - predicted| / standard error over the grid."""
-    t = table[table["method"] == method]
-    return float(np.max(np.abs(t["mse"] - t["mse_predicted"]) / t["mse_se"]))
+def figure_claims(figure: str, x: str):
+    """Claims of a figure experiment: eq (9) at every grid point, Chained-DP below LDP, and the
+    privacy budget of the learned chain."""
+
+    def claims(s: Mapping[str, Any]) -> list[Claim]:
+        return [
+            Claim(f"{figure}: MSE = eq (9) for every method and {x} (max over the grid)", None,
+                  s["max_z"], tolerance=s["max_z_threshold"], kind="z"),
+            Claim(f"{figure}: Chained-DP's MSE is below LDP's at every {x}", True,
+                  s["chained_below_ldp"], kind="true"),
+            gaussian_epsilon_claim(f"{figure}, worst grid point", s["epsilon_chained_max"],
+                                   s["epsilon_paper_chained_max"]),
+        ]
+
+    return claims
+
+
+def chain_claims(s: Mapping[str, Any]) -> list[Claim]:
+    """bas-chain: convergence to Theorem 1, eq (9) for every profile, the budget (eq 30)."""
+    out = [Claim("Theorem 1: best responses reach the NE (m max beta, 0, ..., 0); "
+                 "relative distance after the last round", 0.0, s["final_distance"],
+                 tolerance=s["parameters"]["tolerance"])]
+    for method in METHODS:
+        out.append(Claim(f"eq (9): MSE of the {LABELS[method]} profile",
+                         s[f"mse_{method}_predicted"], s[f"mse_{method}"],
+                         se=s[f"mse_{method}_se"]))
+    out.append(Claim("Fig 3-7: Chained-DP's MSE is below LDP's (eq 26)", s["mse_ldp"],
+                     s["mse_chained"], se=s["mse_chained_se"], kind="at_most"))
+    out.append(gaussian_epsilon_claim("eq (30), learned chain", s["epsilon"],
+                                      s["epsilon_paper"]))
+    return out
+
+
+def properties_claims(s: Mapping[str, Any]) -> list[Claim]:
+    """bas-properties: E1-E4 of section V-B."""
+    return [
+        Claim("Theorem 2 (truthfulness): no misreported bid lowers a user's cost "
+              "(largest gain over the misreport grid)", 0.0, s["truthful_max_gain"],
+              kind="at_most", tolerance=1e-9),
+        Claim("Theorem 3 (fairness): every user's equilibrium cost is equal (eq 25); "
+              "spread / mean cost", 0.0, s["fairness_spread_mean"], kind="false",
+              erratum="Theorem 3 (fairness), eq (25)"),
+        Claim("Theorem 4 (voluntary participation): leaving costs more than staying "
+              "(smallest margin)", 0.0, s["participation_min_margin"], kind="at_least"),
+        Claim("Theorem 5: PoA = (r + 2 r^(-1/2)) / 3 (closed form) vs measured social costs; "
+              "largest |difference|", 0.0, s["poa_max_abs_error"], tolerance=1e-9),
+        Claim("Theorem 5 (as its proof derives it): PoA <= max beta / min beta in every "
+              "population", True, s["poa_within_bound"], kind="true"),
+    ]
 
 
 def _user_costs(model: BASChainModel) -> dict[int, float]:
@@ -141,9 +199,8 @@ def properties_unit(config: BASChainConfig, seed: np.random.SeedSequence) -> pd.
         rest = dataclasses.replace(config, K=config.K - 1, beta=others, bids=None,
                                    subsequences=1)
         others_total = BASChainModel(rest, leave_seed).run().learned().sum()
-        alone = M * beta[k]
-        leave = alone + others_total + (beta[k] ** 1.5 / np.sqrt(alone) if alone > 0 else 0.0)
-        margins.append(leave - honest[k])
+        alone = user_costs(ldp_variances(beta[k:k + 1]), beta[k:k + 1])[0]  # eq (14) alone
+        margins.append(alone + others_total - honest[k])  # plus the others' noise, eq (11)
     costs = np.array(list(honest.values()))
     ordered = beta[honest_model.order]
     values = {
@@ -185,19 +242,26 @@ BAS_CHAIN = register(Experiment(
     defaults={"replications": 1000},
     paper={"replications": 10000, "populations": 20},
     populations=4,
-    plot=plots.convergence,
+    plot=figure("convergence"),
+    source="chained-dp-bas-sar",
+    claims=chain_claims,
 ))
 
-_FIGURE = {"run_unit": chain_unit, "config_type": BASChainConfig, "populations": 4}
+_FIGURE = {"run_unit": chain_unit, "config_type": BASChainConfig, "populations": 4,
+           "source": "chained-dp-bas-sar",
+           "table_caption": "Per grid point and method, pooled over populations: measured MSE "
+                            "with its standard error, eq (9)'s prediction, the worst user's "
+                            "epsilon (exact and as printed) and the mean cost (eq 14)."}
 
 register(Experiment(
     name="bas-mse-vs-d",
     description="Fig 3: MSE and privacy budget vs dimension d (K=10, beta ~ U[0, 1.3])",
     grid={"d": [2, 10, 25, 50, 100]},
     summarize=figure_summary(["d"]),
+    claims=figure_claims("Fig 3", "d"),
     defaults={"replications": 300, "rounds": 5},
     paper={"d": list(range(2, 101, 7)), "replications": 5000, "populations": 20},
-    plot=lambda rows: plots.methods_vs(rows, "d", ("mse", "epsilon")),
+    plot=figure("methods_vs", "d", ("mse", "epsilon")),
     **_FIGURE,
 ))
 
@@ -206,10 +270,11 @@ register(Experiment(
     description="Figs 4-5: MSE and average cost vs the preference range beta_max (d=50)",
     grid={"beta_max": [0.1, 0.4, 0.7, 1.0, 1.3]},
     summarize=figure_summary(["beta_max"]),
+    claims=figure_claims("Figs 4-5", "beta_max"),
     defaults={"replications": 300, "rounds": 5},
     paper={"beta_max": [round(0.1 * i, 1) for i in range(1, 14)], "replications": 5000,
            "populations": 20},
-    plot=lambda rows: plots.methods_vs(rows, "beta_max", ("mse", "mean_cost")),
+    plot=figure("methods_vs", "beta_max", ("mse", "mean_cost")),
     **_FIGURE,
 ))
 
@@ -218,10 +283,11 @@ register(Experiment(
     description="Fig 6: MSE vs number of sub-sequences, random vs sorted split (K=100)",
     grid={"subsequences": [1, 2, 5, 10, 25, 50], "split": ["random", "sorted"]},
     summarize=figure_summary(["subsequences", "split"]),
+    claims=figure_claims("Fig 6", "subsequences"),
     defaults={"K": 100, "replications": 200, "rounds": 5},
     paper={"subsequences": [1, 2, 4, 5, 10, 20, 25, 50, 100], "replications": 5000,
            "populations": 20},
-    plot=lambda rows: plots.methods_vs(rows, "subsequences", ("mse",), style="split"),
+    plot=figure("methods_vs", "subsequences", ("mse",), style="split"),
     **_FIGURE,
 ))
 
@@ -230,10 +296,11 @@ register(Experiment(
     description="Fig 7: MSE vs number of users K (d=50, beta ~ U[0, 1.3])",
     grid={"K": [3, 5, 10, 20, 50, 100]},
     summarize=figure_summary(["K"]),
+    claims=figure_claims("Fig 7", "K"),
     defaults={"replications": 300, "rounds": 5},
     paper={"K": [3, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100], "replications": 5000,
            "populations": 20},
-    plot=lambda rows: plots.methods_vs(rows, "K", ("mse",)),
+    plot=figure("methods_vs", "K", ("mse",)),
     **_FIGURE,
 ))
 
@@ -247,4 +314,7 @@ register(Experiment(
     defaults={"K": 8, "rounds": 8, "replications": 1, "prior": "bids"},
     paper={"K": 10, "populations": 50},
     populations=4,
+    plot=figure("properties"),
+    source="chained-dp-bas-sar",
+    claims=properties_claims,
 ))

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privgames.analysis import experiments
-from privgames.analysis.results import query, to_json_value, write_json, write_parquet
+from privgames.analysis import api, experiments
+from privgames.analysis.results import query
 from privgames.environments.config import ConfigError
 
 
@@ -40,22 +40,6 @@ def parse_set(items: Sequence[str]) -> dict[str, Any]:
                 raise UsageError(f"--set {key}: bad JSON {raw!r} ({err.msg})") from None
             out[key] = raw
     return out
-
-
-def run_experiment(name: str, overrides: dict[str, Any], seed: int, workers: int | None,
-                   address: str | None, out: Path, scale: str = "quick",
-                   progress: bool = True) -> dict:
-    """Run one experiment, write ``out/NAME.parquet`` and ``out/NAME.summary.json``."""
-    experiment = experiments.get(name)
-    params = experiment.resolve(overrides, scale)
-    from privgames.analysis.sweep import sweep
-
-    rows = sweep(experiment, params, seed, workers, address, out / ".parts" / name, progress)
-    summary = {"experiment": name, "seed": seed, "scale": scale, "parameters": params,
-               **experiment.summarize(rows, params)}
-    write_parquet(rows, out / f"{name}.parquet")
-    write_json(summary, out / f"{name}.summary.json")
-    return to_json_value(summary)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -97,8 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides = parse_set(args.sets)
             if args.replications is not None:
                 overrides["replications"] = args.replications
-            summary = run_experiment(args.name, overrides, args.seed, args.workers,
-                                     args.address, args.out, args.scale)
+            summary = api.run(args.name, seed=args.seed, workers=args.workers,
+                              address=args.address, out=args.out, scale=args.scale,
+                              progress=True, params=overrides).summary
             if args.json:
                 print(json.dumps(summary))
             else:

@@ -36,7 +36,11 @@ class Experiment:
         grid: parameters swept (name -> values); the product of their values is the grid.
         paper: overrides for ``--scale paper`` (the paper's sizes).
         populations: independent populations per grid point.
-        plot: ``rows -> matplotlib Figure`` or None.
+        plot: ``rows -> matplotlib Figure`` showing the measurement beside the theory.
+        source: the paper (file stem in ``papers/``) whose claims the experiment tests.
+        claims: ``summary -> list[Claim]``: the paper's claims beside our measurements, with
+            verdicts (``privgames.analysis.claims``).
+        table_caption: what the summary's ``table`` holds, for the report.
     """
 
     name: str
@@ -49,6 +53,9 @@ class Experiment:
     paper: Mapping[str, Any] = field(default_factory=dict)
     populations: int = 4
     plot: Callable[[pd.DataFrame], Any] | None = None
+    source: str = ""
+    claims: Callable[[Mapping[str, Any]], list] | None = None
+    table_caption: str = ""
 
     def parameters(self) -> dict[str, Any]:
         """Every settable parameter with its default value."""
@@ -98,6 +105,18 @@ class Experiment:
         point = {k: v for k, v in label.items() if k != "population"}
         rows = self.run_unit(self.config(params, point), seed)
         return rows.assign(**{k: v for k, v in label.items()})
+
+
+def figure(name: str, *args: Any, **kwargs: Any) -> Callable[[pd.DataFrame], Any]:
+    """``rows -> Figure`` drawing ``privgames.analysis.plots.<name>(rows, *args, **kwargs)``;
+    the plotting libraries are imported when a figure is first drawn, not at start-up."""
+
+    def draw(rows: pd.DataFrame) -> Any:
+        from privgames.analysis import plots
+
+        return getattr(plots, name)(rows, *args, **kwargs)
+
+    return draw
 
 
 REGISTRY: dict[str, Experiment] = {}

@@ -1,4 +1,9 @@
-"""Seaborn figures: each takes a results frame and returns a matplotlib Figure."""
+"""Seaborn figures: each takes a results frame and returns a matplotlib Figure.
+
+Every figure shows the measurement beside the theory it tests: measured values as markers with
+error bars of two pooled standard errors (:func:`privgames.analysis.metrics.pooled`), the theory
+as dashed lines. Legends sit outside the axes so that they hide no line.
+"""
 
 from __future__ import annotations
 
@@ -9,77 +14,200 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-LABELS = {"chained": "Chained-DP (learned)", "nash": "NE (Theorem 1)", "ldp": "LDP",
+from privgames.analysis.metrics import pooled  # noqa: E402
+
+LABELS = {"chained": "Chained-DP (learned)", "nash": "NE (Theorem 1)", "ldp": "LDP (eq 26)",
           "optimum": "centralized optimum"}
+MARKERS = {"Chained-DP (learned)": "o", "NE (Theorem 1)": "x", "LDP (eq 26)": "s",
+           "centralized optimum": "^"}
+YLABELS = {"mse": "MSE  E||mu_hat - mu||^2", "epsilon": "epsilon (worst user)",
+           "mean_cost": "mean user cost (eq 14)"}
+
+
+def _legend_outside(ax: plt.Axes, title: str | None = None) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, title=title, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                  fontsize="small", frameon=False)
+
+
+def _integer_ticks(ax: plt.Axes) -> None:
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def convergence(rows: pd.DataFrame) -> plt.Figure:
-    """Distance of the learned profile to the NE per round (one line per population)."""
+    """Distance of the learned profile to the NE per round, one line per population; the NE
+    itself is distance 0 (bottom), the tolerance is dotted."""
     sel = rows[(rows["metric"] == "distance") & (rows["method"] == "chained")].copy()
     sel["value"] = sel["value"].clip(lower=1e-16)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7, 4))
     sns.lineplot(sel, x="round", y="value", hue="population", ax=ax, marker="o",
-                 palette="viridis", legend=False)
-    ax.set(yscale="log", ylabel="max |sigma2 - sigma2*| / max sigma2*",
-           title="Learning the Chained-DP equilibrium")
+                 palette="viridis", legend="full")
+    ax.axhline(1e-6, linestyle=":", color="grey", label="tolerance 1e-6")
+    ax.set(yscale="log", xlabel="learning round",
+           ylabel="max |sigma2 - sigma2_NE| / max sigma2_NE",
+           title="Distance of the learned profile to Theorem 1's NE")
+    _integer_ticks(ax)
+    _legend_outside(ax, "population")
     fig.tight_layout()
     return fig
 
 
 def methods_vs(rows: pd.DataFrame, x: str, metrics: Sequence[str],
                style: str | None = None) -> plt.Figure:
-    """One panel per final metric against grid parameter ``x``, a line per method."""
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4), squeeze=False)
-    keep = rows[rows["method"] != "nash"].assign(method=lambda f: f["method"].map(LABELS))
+    """One panel per final metric against grid parameter ``x``, a colour per method.
+
+    MSE: measured (markers, 2 pooled SE) and eq (9) (dashed). Epsilon: exact (solid) and the
+    paper's eq (3) (dashed). Mean cost: the learned profile and the NE's (dashed)."""
+    by = [x] + ([style] if style else [])
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.2), squeeze=False)
+    palette = dict(zip(LABELS.values(), sns.color_palette(n_colors=4), strict=True))
     for ax, metric in zip(axes[0], metrics, strict=True):
-        sel = keep[keep["metric"] == metric]
-        sns.lineplot(sel, x=x, y="value", hue="method", style=style, marker="o", ax=ax,
-                     errorbar=("se", 2))
-        ax.set(yscale="log", ylabel=metric)
+        if metric == "mse":
+            table = pooled(rows, "mse", by).assign(method=lambda f: f["method"].map(LABELS))
+            for (method, *rest), g in table.groupby(["method", *by[1:]], sort=False):
+                g = g.sort_values(x)
+                tag = f" ({rest[0]})" if rest else ""
+                ax.errorbar(g[x], g["mse"], yerr=2 * g["mse_se"], marker=MARKERS[method],
+                            ms=7, linestyle="none",
+                            color=palette[method], label=f"{method}{tag}",
+                            mfc="none" if rest and rest[0] == "sorted" else None)
+                ax.plot(g[x], g["mse_predicted"], "--", color=palette[method], lw=1)
+            ax.plot([], [], "--", color="grey", label="eq (9) (dashed)")
+        elif metric == "epsilon":
+            sel = rows[rows["metric"].isin(["epsilon", "epsilon_paper"])
+                       & (rows["method"] != "nash")].assign(
+                method=lambda f: f["method"].map(LABELS),
+                accounting=lambda f: f["metric"].map({"epsilon": "exact (analytic)",
+                                                      "epsilon_paper": "eq (3) (paper)"}))
+            sns.lineplot(sel, x=x, y="value", hue="method", style="accounting", marker="o",
+                         ax=ax, errorbar=None, palette=palette)
+        else:
+            sel = rows[rows["metric"] == metric].assign(method=lambda f: f["method"].map(LABELS))
+            sns.lineplot(sel, x=x, y="value", hue="method", style=style, marker="o", ax=ax,
+                         errorbar=("se", 2), palette=palette)
+        ax.set(yscale="log", xlabel=x, ylabel=YLABELS.get(metric, metric))
+        _legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def properties(rows: pd.DataFrame) -> plt.Figure:
+    """E1-E4 per population: the PoA measured against Theorem 5's closed form and bound, and the
+    truthfulness gain, fairness spread and participation margin against their claimed zero."""
+    v = rows.pivot_table(index="population", columns="metric", values="value").reset_index()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    ax = axes[0]
+    ax.plot(v["population"], v["poa_measured"], "o", label="measured (learned profile)")
+    ax.plot(v["population"], v["poa_predicted"], "x", ms=10, label="closed form (Theorem 5)")
+    ax.plot(v["population"], v["poa_bound"], "_", ms=18, mew=2,
+            label="bound max beta / min beta")
+    ax.axhline(1.0, linestyle=":", color="grey", label="PoA = 1")
+    ax.set(yscale="log", xlabel="population", ylabel="price of anarchy",
+           title="Efficiency (E4)")
+    _integer_ticks(ax)
+    _legend_outside(ax)
+    ax = axes[1]
+    long = v.melt(id_vars="population", value_vars=["truthful_max_gain", "fairness_spread",
+                                                     "participation_min_margin"])
+    long["metric"] = long["metric"].map({
+        "truthful_max_gain": "E1 truthfulness: best misreport gain (claim <= 0)",
+        "fairness_spread": "E2 fairness: cost spread / mean (claim = 0)",
+        "participation_min_margin": "E3 participation: leave - stay (claim > 0)"})
+    sns.barplot(long, x="population", y="value", hue="metric", ax=ax)
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set(xlabel="population", ylabel="measured",
+           title="Truthfulness, fairness, participation (claims relative to 0)")
+    _legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def attack(rows: pd.DataFrame) -> plt.Figure:
+    """sar-attack: each measured rate (2 pooled SE) beside its theory (dashed tick)."""
+    names = ["success_rate", "exposed_fraction", "whole_vector_exposure"]
+    table = pd.concat([pooled(rows, n).rename(columns={n: "measured", f"{n}_se": "se",
+                                                       f"{n}_predicted": "theory"})
+                       .assign(rate=n) for n in names], ignore_index=True)
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    xs = np.arange(len(table))
+    ax.errorbar(xs, table["measured"], yerr=2 * table["se"], fmt="o", capsize=4,
+                label="measured (2 SE)")
+    ax.hlines(table["theory"], xs - 0.3, xs + 0.3, colors="C1", linestyles="--",
+              label="theory (eq 31 / corrected eq 32)")
+    ax.set_xticks(xs, [f"{r}\n({m})" for r, m in zip(table["rate"], table["method"],
+                                                    strict=True)], fontsize="small")
+    ax.set(ylabel="rate per round", title="Collusion attack on one victim")
+    _legend_outside(ax)
     fig.tight_layout()
     return fig
 
 
 def measured_vs_predicted(rows: pd.DataFrame, x: str, metric: str,
                           hue: str | None = None) -> plt.Figure:
-    """Measured rate (markers, 2-SE bars) and theory (dashed) against ``x``, per attacker
-    (rows of a sweep over ``attacker``)."""
-    measured = rows[rows["metric"] == metric]
-    predicted = rows[rows["metric"] == f"{metric}_predicted"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
+    """Measured rate (markers, 2 pooled SE) and theory (dashed) against ``x``, per attacker."""
+    by = [x] + ([hue] if hue and hue != x else [])
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     for ax, attacker in zip(axes, ("weak", "strong"), strict=True):
-        m = measured[measured["attacker"] == attacker]
-        sns.lineplot(m, x=x, y="value", hue=hue, marker="o", errorbar=("se", 2), ax=ax,
-                     linestyle="none", palette="viridis" if hue else None, err_style="bars")
-        sns.lineplot(predicted[predicted["attacker"] == attacker], x=x, y="value", hue=hue,
-                     ax=ax, linestyle="--", legend=False, errorbar=None,
-                     palette="viridis" if hue else None)
-        ax.set(title=f"{attacker} attacker (dashed: theory)", ylabel=metric)
+        table = pooled(rows[rows["attacker"] == attacker], metric, by)
+        groups = table.groupby(by[1:]) if len(by) > 1 else [(None, table)]
+        colours = sns.color_palette("viridis", n_colors=max(len(groups), 1))
+        for colour, (key, g) in zip(colours, groups, strict=True):
+            g = g.sort_values(x)
+            name = "" if key is None else f"{hue}={key[0] if isinstance(key, tuple) else key}"
+            ax.errorbar(g[x], g[metric], yerr=2 * g[f"{metric}_se"], fmt="o", color=colour,
+                        capsize=3, label=f"measured {name}".strip())
+            ax.plot(g[x], g[f"{metric}_predicted"], "--", color=colour, lw=1)
+        ax.plot([], [], "--", color="grey", label="theory (dashed)")
+        ax.set(title=f"{attacker} attacker", xlabel=x, ylabel=metric.replace("_", " "))
+        _legend_outside(ax)
     fig.tight_layout()
     return fig
 
 
 def thresholds(rows: pd.DataFrame) -> plt.Figure:
-    """Fig 8: the colluder threshold p_k vs K for weak and strong attackers."""
+    """Fig 8: the colluder threshold p_k vs K, and the failure rate measured at it against the
+    target 1/K^2."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     sel = rows[rows["metric"] == "threshold"]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    sns.lineplot(sel, x="K", y="value", hue="attacker", marker="o", ax=ax, errorbar=None)
-    ax.set(yscale="log", ylabel="p_k threshold (failure <= 1/K^2)")
+    sns.lineplot(sel, x="K", y="value", hue="attacker", marker="o", ax=axes[0], errorbar=None)
+    axes[0].set(xscale="log", yscale="log", xlabel="K", ylabel="p_k (failure <= 1/K^2)",
+                title="Thresholds (eq 33; strong by root finding)")
+    _legend_outside(axes[0])
+    ax = axes[1]
+    for colour, attacker in zip(("C0", "C1"), ("weak", "strong"), strict=True):
+        t = pooled(rows[rows["attacker"] == attacker], "success_rate", ["K"]).sort_values("K")
+        ax.errorbar(t["K"], t["success_rate"], yerr=2 * t["success_rate_se"], fmt="o",
+                    color=colour, capsize=3, label=f"measured at p_k ({attacker})")
+    k = np.sort(rows["K"].unique())
+    ax.plot(k, 1.0 / k**2, "--", color="grey", label="target 1/K^2")
+    ax.set(xscale="log", yscale="log", xlabel="K", ylabel="failure rate",
+           title="Failure rate at the threshold")
+    _legend_outside(ax)
     fig.tight_layout()
     return fig
 
 
 def participation(rows: pd.DataFrame) -> plt.Figure:
-    """Participants and attack success per round, a line per p."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    """Participants and attack success per round, a line per p; the attack success predicted
+    for the final participation (eq 31 / corrected eq 32) is dashed."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     for ax, metric in zip(axes, ("participants", "success_rate"), strict=True):
         sel = rows[rows["metric"] == metric]
         sns.lineplot(sel, x="round", y="value", hue="p", style="attacker", ax=ax,
                      palette="viridis", errorbar=None)
-        ax.set(ylabel=metric)
+        ax.set(xlabel="round", ylabel=metric.replace("_", " "))
+        _integer_ticks(ax)
+        _legend_outside(ax)
+    pred = rows[rows["metric"] == "predicted_largest_admitting_K"]
+    for _, r in pred.drop_duplicates(["p", "attacker"]).iterrows():
+        axes[0].axhline(r["value"], linestyle="--", lw=0.7, color="grey")
+    axes[0].set_title("participants (dashed: largest K whose threshold admits p)")
     fig.tight_layout()
     return fig
 
@@ -87,53 +215,94 @@ def participation(rows: pd.DataFrame) -> plt.Figure:
 def ring_error(rows: pd.DataFrame) -> plt.Figure:
     """Estimator error sum_i |y_i - sum s| per step: measured (mean over replications and
     populations), the exact prediction (dashed) and Theorem 1's asymptotic bound (dotted)."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for metric, style in (("error", "-"), ("error_predicted", "--")):
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for metric, style, label in (("error", "-", "measured"),
+                                 ("error_predicted", "--", "exact formula")):
         sel = rows[rows["metric"] == metric]
         if not sel.empty:
             mean = sel.groupby("step")["value"].mean()
-            ax.plot(mean.index, mean.to_numpy(), style, label=metric)
+            ax.plot(mean.index, mean.to_numpy(), style, label=label)
     bound = rows.loc[rows["metric"] == "utility_bound", "value"]
     if not bound.empty:
         ax.axhline(bound.iloc[0], linestyle=":", color="grey", label="Theorem 1 bound")
-    ax.set(yscale="log", xlabel="step", ylabel="sum_i |y_i - sum s|")
-    ax.legend()
+    ax.set(yscale="log", xlabel="step k", ylabel="sum_i |y_i(k) - sum s|")
+    _legend_outside(ax)
     fig.tight_layout()
     return fig
 
 
 def example2(rows: pd.DataFrame) -> plt.Figure:
-    """Figs 2-3 of the PPSP paper: estimates y_i(k) and the summed error, with join/leave."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    """Figs 2-3 of the PPSP paper: estimates y_i(k) beside the active nodes' sum (dashed), and
+    the summed error with the leave and the join marked (dotted)."""
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2))
     y = rows[(rows["metric"] == "y") & (rows["population"] == 0)].pivot_table(
         index="step", columns="node", values="value")
     steps = rows.loc[rows["metric"] == "error", "step"].drop_duplicates().sort_values()
     axes[0].plot(y.reindex(steps).index, y.reindex(steps).to_numpy(), lw=0.8)  # gaps: absent
-    axes[0].set(ylim=(0, 1000), ylabel="y_i(k)", title="estimates (replication 0)")
-    err = rows[rows["metric"] == "error"]
-    sns.lineplot(err, x="step", y="value", ax=axes[1], errorbar=None)
-    axes[1].set(yscale="log", ylabel="sum_i |y_i - sum s|", title="error (mean)")
+    target = rows[(rows["metric"] == "target") & (rows["population"] == 0)].sort_values("step")
+    axes[0].plot(target["step"], target["value"], "k--", lw=1.2, label="sum of active secrets")
+    axes[0].set(ylim=(0, 1000), xlabel="step k", ylabel="y_i(k)",
+                title="estimates (replication 0, one line per node)")
+    _legend_outside(axes[0])
+    err = rows[rows["metric"] == "error"].groupby("step")["value"].mean()
+    axes[1].plot(err.index, err.to_numpy(), lw=1, label="measured")
+    events = rows.loc[rows["metric"] == "event", "value"].unique()
+    for i, step in enumerate(sorted(events)):
+        axes[1].axvline(step, linestyle=":", color="grey",
+                        label="leave / join" if i == 0 else None)
+    axes[1].set(yscale="log", xlabel="step k", ylabel="sum_i |y_i - sum s|",
+                title="error (mean over replications)")
+    _legend_outside(axes[1])
     fig.tight_layout()
     return fig
 
 
 def theory_vs_measured(rows: pd.DataFrame, x: str, theory: str, measured: str) -> plt.Figure:
     """A theoretical quantity (dashed) and its measured counterpart (markers) against ``x``."""
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7, 4))
     for metric, style in ((theory, "--"), (measured, "-")):
-        sel = rows[rows["metric"] == metric]
-        sns.lineplot(sel, x=x, y="value", hue="method", ax=ax, linestyle=style, marker="o",
-                     errorbar=None, legend=style == "-")
-    ax.set(xscale="log", yscale="log", ylabel=f"{measured} (solid), {theory} (dashed)")
+        sel = rows[rows["metric"] == metric].assign(quantity=metric)
+        sns.lineplot(sel, x=x, y="value", hue="method", style="quantity", ax=ax,
+                     linestyle=style, marker="o", errorbar=None)
+    ax.set(xscale="log", yscale="log", xlabel=x,
+           ylabel=f"{measured} (solid) vs {theory} (dashed)")
+    _legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def tradeoff(rows: pd.DataFrame) -> plt.Figure:
+    """Theorem 4: c from the cubic (line) and from numerical minimisation (markers) vs gamma_p,
+    a colour per K."""
+    wide = rows.pivot_table(index=["gamma_p", "K"], columns="metric", values="value")
+    wide = wide.reset_index()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for colour, (k, g) in zip(sns.color_palette(n_colors=wide["K"].nunique()),
+                              wide.groupby("K"), strict=True):
+        ax.plot(g["gamma_p"], g["c_cubic"], "-", color=colour, label=f"cubic, K={k}")
+        ax.plot(g["gamma_p"], g["c_numeric"], "o", mfc="none", color=colour,
+                label=f"numerical, K={k}")
+    ax.set(xscale="log", yscale="log", xlabel="gamma_p (privacy weight)",
+           ylabel="optimal c", title="Theorem 4: cubic root vs numerical minimum")
+    _legend_outside(ax)
     fig.tight_layout()
     return fig
 
 
 def learned_c(rows: pd.DataFrame) -> plt.Figure:
-    """Each node's c per best-response round (population 0), per weighting."""
+    """Each node's c per best-response round (population 0), per weighting, with Theorem 4's
+    optimum (dashed)."""
     sel = rows[(rows["metric"] == "c") & (rows["population"] == 0)]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    sns.lineplot(sel, x="round", y="value", hue="method", units="node", estimator=None, ax=ax)
-    ax.set(yscale="log", ylabel="c_i")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sns.lineplot(sel, x="round", y="value", hue="method", units="node", estimator=None, ax=ax,
+                 lw=0.8)
+    optimum = rows[(rows["metric"] == "optimal_c") & (rows["population"] == 0)]
+    for colour, (_, r) in zip(sns.color_palette(), optimum.iterrows(), strict=False):
+        ax.axhline(r["value"], linestyle="--", color=colour, lw=1.2)
+    ax.plot([], [], "--", color="grey", label="Theorem 4 optimum")
+    ax.set(yscale="log", xlabel="best-response round", ylabel="c_i",
+           title="Nodes learning their noise scale")
+    _integer_ticks(ax)
+    _legend_outside(ax, "weighting")
     fig.tight_layout()
     return fig

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privgames.analysis import plots
-from privgames.analysis.experiments import Experiment, register
+from privgames.analysis.claims import Claim, z_threshold
+from privgames.analysis.experiments import Experiment, figure, register
 from privgames.analysis.metrics import mean_rows, pooled
 from privgames.environments.ppsp_ring import (
     EXAMPLE2_SECRETS,
@@ -40,8 +40,10 @@ def ring_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
     model = PPSPModel(config, seed)
     run = model.run()
     frame = trajectory_frame(run)
+    events = [e for e in (config.leave_at, config.join_at) if e is not None]
+    around = [np.arange(e, min(e + 4 * config.n, config.K)) for e in events]  # the spikes
     keep = np.unique(np.concatenate([np.linspace(0, config.K - 1, TRAJECTORY_POINTS).astype(int),
-                                     _phase_ends(config)]))
+                                     _phase_ends(config), *around]))
     kept = frame.iloc[keep]
     rows = [kept.melt(id_vars="step", value_vars=["error", "sum_drift", "target"],
                       var_name="metric")]
@@ -63,7 +65,8 @@ def ring_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
                                                                 rtol=1e-9, atol=1e-9))},
         *({"metric": k, "value": theory[k]} for k in ("epsilon", "utility_bound",
                                                         "variance_bound"))]
-    rows.append(pd.DataFrame(final).assign(step=config.K))
+    rows.append(pd.DataFrame(final + [{"metric": "event", "value": float(e)} for e in events])
+                .assign(step=config.K))
     return pd.concat(rows, ignore_index=True).assign(method=config.protocol)
 
 
@@ -130,7 +133,7 @@ def epsilon_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFra
     messages = np.moveaxis(model.run_result.messages, 0, 1)  # node 0's neighbours: n-1 and 1
     view = ppsp.neighbour_statistics(messages[:, :, -1:], messages[:, :, :1])
     local, local_var = ppsp.best_linear_estimate(view, std[:, :1])
-    rows = [*mean_rows("accuracy", correct, ppsp.distinguishing_accuracy_bound(eps)),
+    rows = [*mean_rows("accuracy", correct, ppsp.distinguishing_accuracy_bound(eps), "bound"),
             *mean_rows("eavesdropper_mse", sq.mean(axis=1), float(var.mean())),
             *mean_rows("neighbours_mse", (local[:, 0] - s0) ** 2, float(local_var[0])),
             {"metric": "epsilon", "value": eps},
@@ -142,17 +145,24 @@ def epsilon_summary(by: list[str]):
     """Budget, measured privacy loss and attack accuracy per grid point."""
 
     def summarize(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
-        table = pooled(rows, "accuracy", by)
+        table = pooled(rows, "accuracy", by, theory="bound")
         for name in ("eavesdropper_mse", "neighbours_mse"):
             table = table.merge(pooled(rows, name, by), on=[*by, "method"])
+        z = pd.concat([(table[m] - table[f"{m}_predicted"]).abs() / table[f"{m}_se"]
+                       for m in ("eavesdropper_mse", "neighbours_mse")])
         for metric, how in (("epsilon", "first"), ("max_privacy_loss", "max")):
             table = table.merge(rows[rows["metric"] == metric].groupby([*by, "method"])["value"]
                                 .agg(how).rename(metric).reset_index(), on=[*by, "method"])
+        excess = (table["accuracy"] - table["accuracy_bound"]) / table["accuracy_se"].where(
+            table["accuracy_se"] > 0)
         return {"table": table.to_dict(orient="records"),
                 "loss_within_epsilon": bool((table["max_privacy_loss"]
                                              <= table["epsilon"] * (1 + 1e-9)).all()),
-                "accuracy_within_bound": bool((table["accuracy"] <= table["accuracy_predicted"]
-                                               + 3 * table["accuracy_se"]).all())}
+                "max_loss_ratio": float((table["max_privacy_loss"] / table["epsilon"]).max()),
+                "accuracy_within_bound": bool((table["accuracy"] <= table["accuracy_bound"]
+                                               + 3 * table["accuracy_se"]).all()),
+                "accuracy_max_excess_z": float(excess.fillna(0.0).max()),
+                "max_z": float(z.max()), "max_z_threshold": z_threshold(z.size)}
 
     return summarize
 
@@ -219,6 +229,67 @@ def tradeoff_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
             "max_relative_gap": float(wide["relative_gap"].max())}
 
 
+def ring_claims(s: Mapping[str, Any]) -> list[Claim]:
+    """ppsp-ring / ppsp-example2: the estimator against the theory, the sum invariant."""
+    out = [Claim("SI-PPSP keeps the network sum (every step, every replication)", True,
+                 s["sum_preserved"], kind="true")]
+    if s["final_error_predicted"] is not None:
+        out.append(Claim("final error E sum_i |y_i - sum s| = the exact formula (derived; "
+                         "errata: Theorems 1-2)", s["final_error_predicted"], s["final_error"],
+                         se=s["final_error_se"]))
+    ends = s.get("phase_end_steps") or [s["parameters"]["K"]]
+    errors = s.get("phase_end_errors") or [s["final_error"]]
+    for step, error in zip(ends, errors, strict=True):
+        out.append(Claim(f"Theorem 1: sum_i |y_i - sum s| at step {step} is within "
+                         "c_M pi n sqrt(n/6)", s["utility_bound"], error, kind="at_most"))
+    for step, dev, target in zip(ends, s.get("phase_estimates_max_deviation", []),
+                                 s.get("phase_targets", []), strict=False):
+        out.append(Claim(f"Figs 2-3: every node's estimate at step {step} is within 2% of the "
+                         "active nodes' sum", 0.02 * abs(target), dev, kind="at_most"))
+    return out
+
+
+def epsilon_claims(s: Mapping[str, Any]) -> list[Claim]:
+    """ppsp-epsilon / ppsp-attack: Theorem 3 and the attacks it bounds."""
+    return [
+        Claim("Theorem 3 (basic composition of the K steps' Laplace releases, exact for pure "
+              "DP): the transcript's privacy loss never exceeds epsilon; largest loss / epsilon",
+              1.0, s["max_loss_ratio"], kind="at_most", tolerance=1e-9),
+        Claim("epsilon-DP: a likelihood-ratio test's accuracy is at most e^eps / (1 + e^eps) "
+              "(largest excess in SE)", 3.0, s["accuracy_max_excess_z"], kind="at_most"),
+        Claim("the eavesdropper's and curious neighbours' best linear estimates have the "
+              "predicted variance (every grid point)", None, s["max_z"],
+              tolerance=s["max_z_threshold"], kind="z"),
+    ]
+
+
+def tradeoff_claims(s: Mapping[str, Any]) -> list[Claim]:
+    """ppsp-tradeoff: Theorem 4's cubic gives the minimiser."""
+    return [Claim("Theorem 4: the positive root of the cubic minimises the weighted cost "
+                  "(largest relative gap to numerical minimisation)", 0.0,
+                  s["max_relative_gap"], tolerance=1e-6)]
+
+
+def learning_claims(s: Mapping[str, Any]) -> list[Claim]:
+    """ppsp-learning: best responses against Theorem 4's optimum."""
+    out = []
+    if "equal" in s:
+        out.append(Claim("Theorem 4 as a game, equal weights: best responses reach the optimal "
+                         "c (largest relative distance)", 0.0,
+                         s["equal"]["max_relative_distance"], tolerance=1e-6))
+    if "unequal" in s:
+        out.append(Claim("unequal weights: the learned profile's cost is at least Theorem 4's "
+                         "optimum (cost ratio, a price of anarchy)", 1.0,
+                         s["unequal"]["social_cost_ratio"], kind="at_least", tolerance=1e-12))
+    return out
+
+
+_ATTACKS = {"source": "ppsp-ring-summation", "claims": epsilon_claims,
+            "table_caption": "Per grid point, pooled over populations: the likelihood-ratio "
+                             "test's accuracy with its epsilon-DP bound, the eavesdropper's and "
+                             "the neighbours' estimation error with its predicted variance, "
+                             "Theorem 3's epsilon and the largest privacy loss measured."}
+
 register(Experiment(
     name="ppsp-ring",
     description="PPSP ring (SI or AI): estimator error vs the exact formula and Theorems 1-2, "
@@ -229,7 +300,9 @@ register(Experiment(
     defaults={"K": 500, "c": 100.0, "replications": 50},
     paper={"K": 5000, "replications": 200},
     populations=4,
-    plot=plots.ring_error,
+    plot=figure("ring_error"),
+    source="ppsp-ring-summation",
+    claims=ring_claims,
 ))
 
 register(Experiment(
@@ -243,7 +316,9 @@ register(Experiment(
               "leave_at": 2000, "join_at": 4000, "replications": 20},
     paper={"replications": 200},
     populations=2,
-    plot=plots.example2,
+    plot=figure("example2"),
+    source="ppsp-ring-summation",
+    claims=ring_claims,
 ))
 
 register(Experiment(
@@ -257,7 +332,8 @@ register(Experiment(
     defaults={"n": 5, "c": 200.0, "phi": 0.95, "replications": 400},
     paper={"K": [5, 10, 20, 50, 100, 200, 500], "replications": 4000},
     populations=2,
-    plot=lambda rows: plots.theory_vs_measured(rows, "K", "epsilon", "max_privacy_loss"),
+    plot=figure("theory_vs_measured", "K", "epsilon", "max_privacy_loss"),
+    **_ATTACKS,
 ))
 
 register(Experiment(
@@ -271,7 +347,8 @@ register(Experiment(
     defaults={"n": 5, "K": 30, "replications": 400},
     paper={"c": [1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0], "replications": 4000},
     populations=2,
-    plot=lambda rows: plots.theory_vs_measured(rows, "c", "accuracy_predicted", "accuracy"),
+    plot=figure("theory_vs_measured", "c", "accuracy_bound", "accuracy"),
+    **_ATTACKS,
 ))
 
 register(Experiment(
@@ -282,6 +359,11 @@ register(Experiment(
     summarize=tradeoff_summary,
     grid={"gamma_p": [0.01, 0.1, 1.0, 10.0, 100.0], "K": [10, 100, 1000]},
     populations=1,
+    plot=figure("tradeoff"),
+    source="ppsp-ring-summation",
+    claims=tradeoff_claims,
+    table_caption="Per gamma_p and K: c from Theorem 4's cubic, c from numerical minimisation "
+                  "of the weighted cost, and their relative gap.",
 ))
 
 register(Experiment(
@@ -294,5 +376,7 @@ register(Experiment(
     grid={"weighting": ["equal", "unequal"]},
     paper={"n": 100, "rounds": 30, "populations": 20},
     populations=4,
-    plot=plots.learned_c,
+    plot=figure("learned_c"),
+    source="ppsp-ring-summation",
+    claims=learning_claims,
 ))

@@ -1,45 +1,101 @@
-"""``privgames reproduce``: every experiment, its figure, and a Markdown report."""
+"""``privgames reproduce``: every experiment, its figure, and a report that judges each claim.
+
+``report.md`` opens with a one-screen summary (per paper: claims that hold, are bounds, or
+fail), then per experiment the claims table with its verdicts, the summary's numbers, its
+table under a caption saying what it holds, and the figure.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
-from privgames.analysis import experiments
-from privgames.analysis.cli import run_experiment
-from privgames.analysis.results import read_parquet
+from privgames.analysis import api
+from privgames.analysis import experiments as registry
+from privgames.analysis.claims import VERDICTS
+from privgames.analysis.results import write_text
+
+LEGEND = ("**holds**: equal within 3 standard errors (Monte-Carlo figures; the largest of m "
+          "z-scores is held to the family-wise 3-sigma threshold, Bonferroni) or within the "
+          "stated tolerance (deterministic figures). **bound**: an inequality that the "
+          "measurement satisfies, with its slack. **fails**: the measurement contradicts the "
+          "printed claim; the erratum in `docs/errata.md` explains it.")
 
 
 def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | None = None,
-              address: str | None = None) -> Path:
-    """Run all registered experiments into ``out``; return the report's path."""
+              address: str | None = None, progress: bool = True) -> Path:
+    """Run all registered experiments into ``out``; write figures and ``report.md``."""
+    import matplotlib.pyplot as plt
+
     out = Path(out)
-    sections = [f"# privgames reproduction ({scale} scale, seed {seed})\n"]
-    for e in experiments.all_experiments():
-        summary = run_experiment(e.name, {}, seed, workers, address, out, scale)
+    sections, tally = [], []
+    for e in registry.all_experiments():
+        result = api.run(e.name, seed=seed, workers=workers, address=address, out=out,
+                         scale=scale, progress=progress)
+        claims = result.claims()
+        tally.append((e.source or "other", e.name, claims))
         figure = None
         if e.plot is not None:
-            fig = e.plot(read_parquet(out / f"{e.name}.parquet"))
+            fig = result.plot()
             figure = f"{e.name}.png"
             fig.savefig(out / figure, dpi=110)
             plt.close(fig)
-        sections.append(_section(e, summary, figure))
+        sections.append(_section(e, result.summary, claims, figure))
+    head = [f"# privgames reproduction ({scale} scale, seed {seed})\n", "## Summary\n",
+            _summary(tally), "", LEGEND, ""]
     path = out / "report.md"
-    path.write_text("\n".join(sections))
+    write_text("\n".join(head + sections), path)
     return path
 
 
-def _section(e: experiments.Experiment, summary: dict, figure: str | None) -> str:
-    lines = [f"## {e.name}\n", f"{e.description}\n"]
-    table = summary.get("table")
+def _counts(claims: pd.DataFrame) -> dict[str, int]:
+    found = Counter(v.strip("*") for v in claims["verdict"])
+    return {v: found.get(v, 0) for v in VERDICTS}
+
+
+def _summary(tally: list[tuple[str, str, pd.DataFrame]]) -> str:
+    per_paper: dict[str, Counter] = {}
+    lines = []
+    for paper, name, claims in tally:
+        counts = _counts(claims)
+        per_paper.setdefault(paper, Counter()).update(counts)
+        failed = "; ".join(claims.loc[claims["verdict"] == "**fails**", "claim"].str.split(":")
+                           .str[0])
+        lines.append({"paper": paper, "experiment": name, **counts, "failing claims": failed})
+    papers = pd.DataFrame([{"paper": p, **{v: c[v] for v in VERDICTS}}
+                           for p, c in per_paper.items()])
+    return (papers.to_markdown(index=False) + "\n\n"
+            + pd.DataFrame(lines).to_markdown(index=False))
+
+
+def _section(e: registry.Experiment, summary: dict, claims: pd.DataFrame,
+             figure: str | None) -> str:
+    lines = [f"## {e.name}\n", f"{e.description} (paper: `{e.source}`)\n", "### Claims\n"]
+    lines.append(claims.to_markdown(index=False) if not claims.empty else
+                 "No printed claim is tested here: the experiment explores the model.")
     scalars = {k: v for k, v in summary.items()
-               if k not in ("table", "parameters") and not isinstance(v, list | dict)}
-    lines.append(pd.DataFrame([scalars]).T.rename(columns={0: "value"}).to_markdown())
-    if table:
-        lines += ["", "Predicted (eq 9) vs measured MSE, mean over populations:", "",
-                  pd.DataFrame(table).to_markdown(index=False, floatfmt=".4g")]
+               if k not in ("table", "parameters", "experiment") and not isinstance(v, dict)}
+    lines += ["", "### Numbers\n", pd.DataFrame({"value": [_short(v) for v in
+                                                           scalars.values()]},
+                                                index=list(scalars)).to_markdown()]
+    for key, value in summary.items():  # nested results (e.g. one block per weighting)
+        if isinstance(value, dict) and key != "parameters":
+            lines += ["", f"**{key}**\n", pd.DataFrame([value]).T.rename(
+                columns={0: "value"}).to_markdown(floatfmt=".4g")]
+    if summary.get("table"):
+        lines += ["", e.table_caption or "Per grid point:", "",
+                  pd.DataFrame(summary["table"]).to_markdown(index=False, floatfmt=".4g")]
     if figure:
         lines.append(f"\n![{e.name}]({figure})\n")
     return "\n".join(lines) + "\n"
+
+
+def _short(value: object) -> str:
+    if isinstance(value, list):
+        shown = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in value[:8])
+        return f"[{shown}{', ...' if len(value) > 8 else ''}]"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)

@@ -13,13 +13,24 @@ import numpy as np
 import pandas as pd
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write(path: Path, write) -> None:
+    """Write through a temporary file in the same folder, fsync it, give it the permissions of
+    any new file (``0666 & ~umask``; ``mkstemp`` makes them private), then rename it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -51,8 +62,12 @@ def to_json_value(value: Any) -> Any:
 
 def write_json(data: dict, path: Path) -> None:
     """Write ``data`` as indented JSON, atomically."""
-    text = json.dumps(to_json_value(data), indent=2, sort_keys=False)
-    _atomic_write(path, lambda tmp: Path(tmp).write_text(text + "\n"))
+    write_text(json.dumps(to_json_value(data), indent=2, sort_keys=False) + "\n", path)
+
+
+def write_text(text: str, path: Path) -> None:
+    """Write ``text`` to ``path``, atomically."""
+    _atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def query(results_dir: Path, sql: str) -> pd.DataFrame:

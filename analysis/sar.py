@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privgames.analysis import plots
-from privgames.analysis.experiments import Experiment, register
+from privgames.analysis.claims import Claim, gaussian_epsilon_claim, z_threshold
+from privgames.analysis.experiments import Experiment, figure, register
 from privgames.analysis.metrics import mean_rows, pooled
 from privgames.environments.sar import SARConfig, SARModel, sar_epsilon, simulate_attacks
 from privgames.environments.streams import generator
@@ -54,14 +54,16 @@ def attack_summary(by: list[str]):
         table = tables[0]
         for t in tables[1:]:
             table = table.merge(t, on=[*by, "method"])
-        z = ((table["success_rate"] - table["success_rate_predicted"]).abs()
-             / table["success_rate_se"].where(table["success_rate_se"] > 0)).fillna(0.0)
+        z = pd.concat([((table[r] - table[f"{r}_predicted"]).abs()
+                        / table[f"{r}_se"].where(table[f"{r}_se"] > 0)).fillna(0.0)
+                       for r in RATES])
         exact = rows.loc[rows["metric"] == "max_exact_error", "value"].max()
         summary = {"trials": int(rows.loc[rows["metric"] == "trials", "value"].sum()),
                    **{k: float(rows.loc[rows["metric"] == k, "value"].max())
                       for k in ("epsilon", "epsilon_slice", "epsilon_paper")},
                    "delta_hat": float(rows.loc[rows["metric"] == "delta_hat", "value"].max()),
-                   "max_z": float(z.max()), "exact_recovery": bool(exact < 1e-9),
+                   "max_z": float(z.max()), "max_z_threshold": z_threshold(z.size),
+                   "exact_recovery": bool(exact < 1e-9),
                    "max_reconstruction_error": float(exact)}
         if by:
             return {**summary, "table": table.to_dict(orient="records")}
@@ -96,7 +98,56 @@ def threshold_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
         .rename("threshold").reset_index(), on=["K", "method"])
     table["target"] = 1.0 / table["K"] ** 2
     z = (table["success_rate"] - table["target"]).abs() / table["success_rate_se"]
-    return {"table": table.to_dict(orient="records"), "max_z": float(z.max())}
+    return {"table": table.to_dict(orient="records"), "max_z": float(z.max()),
+            "max_z_threshold": z_threshold(len(table))}
+
+
+def _epsilon_claim(s: Mapping[str, Any]) -> Claim:
+    """Theorems 6-7: the paper's epsilon of the SAR release against the exact user-level one."""
+    if s["epsilon"] > s["epsilon_slice"] * (1 + 1e-12):
+        return Claim("Theorems 6-7: slices compose in parallel, the release is "
+                     "(max_i eps_i)-DP with eq (30) per slice", s["epsilon_paper"],
+                     s["epsilon"], kind="false", erratum="Theorem 6 applied to slices")
+    return gaussian_epsilon_claim("Theorem 7, eq (30)", s["epsilon"], s["epsilon_paper"])
+
+
+def attack_claims(s: Mapping[str, Any]) -> list[Claim]:
+    """sar-attack: measured rates against eq (31) / corrected eq (32), exactness, epsilon."""
+    formula = "eq (31)" if s["parameters"]["attacker"] == "weak" else "eq (32) as corrected"
+    return [
+        Claim(f"{formula}: a slice's failure probability (times 1 - p_p)",
+              s["predicted_failure_probability"], s["success_rate"], se=s["success_rate_se"],
+              erratum="eq (32), Theorem 8"),
+        Claim("expected exposed fraction of the victim's vector", s["predicted_exposed_fraction"],
+              s["exposed_fraction"], se=s["exposed_fraction_se"]),
+        Claim("whole-vector exposure E_c[P(slice | c)^N]", s["predicted_whole_vector_exposure"],
+              s["whole_vector_exposure"], se=s["whole_vector_exposure_se"]),
+        Claim("Definitions 4-5: colluders recover a noise-free victim's slice exactly "
+              "(largest error <= 1e-9)", 0.0, s["max_reconstruction_error"], kind="at_most",
+              tolerance=1e-9),
+        _epsilon_claim(s),
+    ]
+
+
+def grid_claims(what: str):
+    """Claims of a grid of attacks: every rate against the theory, exactness, epsilon."""
+
+    def claims(s: Mapping[str, Any]) -> list[Claim]:
+        return [Claim(f"{what}: success, exposed fraction and whole-vector exposure = eq (31) "
+                      "/ corrected eq (32) at every grid point", None, s["max_z"],
+                      tolerance=s["max_z_threshold"], kind="z"),
+                Claim("Definitions 4-5: exact recovery of a noise-free slice", 0.0,
+                      s["max_reconstruction_error"], kind="at_most", tolerance=1e-9),
+                _epsilon_claim(s)]
+
+    return claims
+
+
+def threshold_claims(s: Mapping[str, Any]) -> list[Claim]:
+    """sar-thresholds: at eq (33)'s p_k (strong: root finding) the failure rate is 1/K^2."""
+    return [Claim("eq (33), Fig 8: at the threshold p_k the measured failure rate is 1/K^2 "
+                  "(every K and attacker)", None, s["max_z"], tolerance=s["max_z_threshold"],
+                  kind="z")]
 
 
 def participation_unit(config: SARConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
@@ -120,13 +171,18 @@ def participation_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict
     return {"table": table[keep].to_dict(orient="records")}
 
 
-_ATTACK = {"config_type": SARConfig, "run_unit": attack_unit}
+_ATTACK = {"config_type": SARConfig, "run_unit": attack_unit, "source": "chained-dp-bas-sar",
+           "table_caption": "Per grid point and attacker, pooled over populations: measured "
+                            "rates with standard errors beside the theory (eq 31, corrected "
+                            "eq 32, the binomial mixture for exposure)."}
 
 register(Experiment(
     name="sar-attack",
     description="SAR: weak/strong colluders attack a victim's slices on the simulated "
                 "messages; success vs eq (31) and the corrected eq (32)",
     summarize=attack_summary([]),
+    claims=attack_claims,
+    plot=figure("attack"),
     defaults={"trials": 25_000},
     paper={"trials": 250_000},
     populations=4,
@@ -138,10 +194,11 @@ register(Experiment(
     description="Attack success vs p and K, weak and strong attackers, against theory",
     grid={"p": [0.05, 0.1, 0.2, 0.3, 0.5], "K": [5, 10, 20], "attacker": ["weak", "strong"]},
     summarize=attack_summary(["p", "K"]),
+    claims=grid_claims("success vs p and K"),
     defaults={"trials": 5_000, "d": 1},
     paper={"trials": 100_000, "K": [3, 5, 10, 20, 50, 100]},
     populations=2,
-    plot=lambda rows: plots.measured_vs_predicted(rows, "p", "success_rate", hue="K"),
+    plot=figure("measured_vs_predicted", "p", "success_rate", hue="K"),
     **_ATTACK,
 ))
 
@@ -150,10 +207,11 @@ register(Experiment(
     description="Exposed fraction and whole-vector exposure vs the number of slices N",
     grid={"N": [1, 2, 5, 10, 20], "attacker": ["weak", "strong"]},
     summarize=attack_summary(["N"]),
+    claims=grid_claims("exposure vs N"),
     defaults={"trials": 5_000, "d": 20, "K": 10, "p": 0.4},
     paper={"trials": 100_000, "N": [1, 2, 4, 5, 10, 20]},
     populations=2,
-    plot=lambda rows: plots.measured_vs_predicted(rows, "N", "whole_vector_exposure"),
+    plot=figure("measured_vs_predicted", "N", "whole_vector_exposure"),
     **_ATTACK,
 ))
 
@@ -165,10 +223,14 @@ register(Experiment(
     run_unit=threshold_unit,
     grid={"K": [3, 5, 10, 20, 50, 100], "attacker": ["weak", "strong"]},
     summarize=threshold_summary,
+    claims=threshold_claims,
+    source="chained-dp-bas-sar",
+    table_caption="Per K and attacker: the threshold p_k, and the failure rate measured there "
+                  "(standard error) against the target 1/K^2.",
     defaults={"trials": 10_000, "d": 1},
     paper={"K": list(range(3, 101)), "trials": 200_000},
     populations=2,
-    plot=plots.thresholds,
+    plot=figure("thresholds"),
 ))
 
 register(Experiment(
@@ -179,8 +241,12 @@ register(Experiment(
     run_unit=participation_unit,
     grid={"p": [0.02, 0.05, 0.1, 0.2], "attacker": ["weak", "strong"]},
     summarize=participation_summary,
+    source="chained-dp-bas-sar",
+    table_caption="Per p and attacker, at the last round (mean over populations): "
+                  "participants, their estimate of p, attack success, and the largest K whose "
+                  "threshold admits p.",
     defaults={"K": 20, "N": 5, "d": 10, "rounds": 30},
     paper={"K": 50, "rounds": 200, "populations": 20},
     populations=3,
-    plot=plots.participation,
+    plot=figure("participation"),
 ))

@@ -81,7 +81,18 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
     for p in parts.values():
         if p is not None:
             p.unlink(missing_ok=True)
+    if parts_dir is not None:
+        _remove_empty(Path(parts_dir))
     return rows
+
+
+def _remove_empty(folder: Path) -> None:
+    """Remove ``folder`` and its parent (``OUT/.parts``) once nothing is left in them."""
+    for path in (folder, folder.parent):
+        try:
+            path.rmdir()
+        except OSError:  # not empty (another run's parts) or already gone
+            return
 
 
 def _sweep_key(name: str, params: Mapping[str, Any], seed: int) -> str:

@@ -7,13 +7,14 @@ import json
 import pandas as pd
 import pytest
 
-from privgames.analysis.cli import main, run_experiment
+import privgames
+from privgames.analysis.cli import main
 
 
 def test_mse_vs_K_matches_eq9_and_beats_ldp(tmp_path):
-    summary = run_experiment("bas-mse-vs-K", {"K": [3, 10, 40], "populations": 3,
-                                              "replications": 400}, seed=2, workers=0,
-                             address=None, out=tmp_path, progress=False)
+    summary = privgames.run("bas-mse-vs-K", params={"K": [3, 10, 40], "populations": 3,
+                                                    "replications": 400},
+                            seed=2, workers=0, out=tmp_path).summary
     assert summary["chained_below_ldp"]
     table = pd.DataFrame(summary["table"])
     # fixed seed, so deterministic; 3 SE per grid point and method
@@ -22,8 +23,8 @@ def test_mse_vs_K_matches_eq9_and_beats_ldp(tmp_path):
 
 
 def test_properties_are_measured(tmp_path):
-    s = run_experiment("bas-properties", {"populations": 3}, seed=1, workers=0, address=None,
-                       out=tmp_path, progress=False)
+    s = privgames.run("bas-properties", params={"populations": 3}, seed=1, workers=0,
+             out=tmp_path).summary
     assert s["truthful"] and s["truthful_max_gain"] <= 1e-9
     assert s["voluntary_participation"] and s["participation_min_margin"] > 0
     assert s["poa_within_bound"] and s["poa_max_abs_error"] < 1e-9

@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from privgames.analysis.cli import main, run_experiment
+import privgames
+from privgames.analysis.cli import main
 
 
 def test_ppsp_ring_contract(tmp_path, capsys):
@@ -26,8 +27,8 @@ def test_ppsp_ring_contract(tmp_path, capsys):
 
 
 def test_example2_phases(tmp_path):
-    s = run_experiment("ppsp-example2", {"replications": 10, "populations": 1}, seed=0,
-                       workers=0, address=None, out=tmp_path, progress=False)
+    s = privgames.run("ppsp-example2", params={"replications": 10, "populations": 1}, seed=0,
+             workers=0, out=tmp_path).summary
     assert s["phase_targets"] == pytest.approx([500, 400, 500], abs=1e-3)
     assert s["phase_estimates_median"] == pytest.approx([500, 400, 500], abs=5)
     assert max(s["phase_sum_drift"]) < 1e-8
@@ -36,8 +37,8 @@ def test_example2_phases(tmp_path):
 
 def test_epsilon_and_attack_within_theory(tmp_path):
     for name, sets in (("ppsp-epsilon", {"K": [5, 20]}), ("ppsp-attack", {"c": [10.0, 1000.0]})):
-        s = run_experiment(name, {**sets, "replications": 300}, seed=0, workers=0, address=None,
-                           out=tmp_path, progress=False)
+        s = privgames.run(name, params={**sets, "replications": 300}, seed=0, workers=0,
+                 out=tmp_path).summary
         assert s["loss_within_epsilon"] and s["accuracy_within_bound"]
         t = pd.DataFrame(s["table"])
         z = (t["eavesdropper_mse"] - t["eavesdropper_mse_predicted"]).abs() / t[
@@ -46,11 +47,10 @@ def test_epsilon_and_attack_within_theory(tmp_path):
 
 
 def test_tradeoff_and_learning(tmp_path):
-    t = run_experiment("ppsp-tradeoff", {}, seed=0, workers=0, address=None, out=tmp_path,
-                       progress=False)
+    t = privgames.run("ppsp-tradeoff", params={}, seed=0, workers=0, out=tmp_path).summary
     assert t["max_relative_gap"] < 1e-6
-    s = run_experiment("ppsp-learning", {"populations": 2}, seed=0, workers=0, address=None,
-                       out=tmp_path, progress=False)
+    s = privgames.run("ppsp-learning", params={"populations": 2}, seed=0, workers=0,
+             out=tmp_path).summary
     assert s["equal"]["max_relative_distance"] < 1e-9
     assert s["unequal"]["social_cost_ratio"] >= 1.0 - 1e-12
 

@@ -6,7 +6,8 @@ import json
 
 import pandas as pd
 
-from privgames.analysis.cli import main, run_experiment
+import privgames
+from privgames.analysis.cli import main
 
 
 def test_sar_attack_contract(tmp_path, capsys):
@@ -29,20 +30,20 @@ def test_bad_sar_input_exits_2(capsys):
 
 
 def test_thresholds_and_success_grid(tmp_path):
-    s = run_experiment("sar-thresholds", {"K": [3, 10, 30], "trials": 20000}, seed=0, workers=0,
-                       address=None, out=tmp_path, progress=False)
+    s = privgames.run("sar-thresholds", params={"K": [3, 10, 30], "trials": 20000}, seed=0,
+                      workers=0, out=tmp_path).summary
     table = pd.DataFrame(s["table"])
     assert (table["success_rate_predicted"] - table["target"]).abs().max() < 1e-9
     assert s["max_z"] < 3
-    g = run_experiment("sar-success-vs-p", {"K": [5, 10], "p": [0.1, 0.4]}, seed=0, workers=0,
-                       address=None, out=tmp_path, progress=False)
+    g = privgames.run("sar-success-vs-p", params={"K": [5, 10], "p": [0.1, 0.4]}, seed=0,
+                      workers=0, out=tmp_path).summary
     assert g["max_z"] < 3 and g["exact_recovery"]
 
 
 def test_participation_experiment(tmp_path):
-    s = run_experiment("sar-participation", {"p": [0.0, 0.5], "attacker": "strong",
-                                             "rounds": 12}, seed=0, workers=0, address=None,
-                       out=tmp_path, progress=False)
+    s = privgames.run("sar-participation", params={"p": [0.0, 0.5], "attacker": "strong",
+                                             "rounds": 12}, seed=0, workers=0,
+             out=tmp_path).summary
     table = pd.DataFrame(s["table"]).set_index("p")
     assert table.loc[0.0, "participants"] == 20
     assert table.loc[0.5, "participants"] < 3
