@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pandas as pd
@@ -32,16 +33,24 @@ def test_properties_are_measured(tmp_path):
 
 
 @pytest.mark.slow
-def test_reproduce_writes_figures_and_report(tmp_path):
+def test_reproduce_writes_figures_and_a_report_with_verdicts(tmp_path):
+    """Every experiment: its summary, a figure, a claims table with verdicts; the report opens
+    with the per-paper tally, and its counts add up to the verdicts listed below it."""
     assert main(["reproduce", "--workers", "0", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "report.md").read_text()
-    for name in ("bas-chain", "bas-mse-vs-d", "bas-mse-vs-beta", "bas-split", "bas-mse-vs-K",
-                 "bas-properties", "sar-attack", "sar-success-vs-p", "sar-exposure-vs-N",
-                 "sar-thresholds", "sar-participation", "ppsp-ring", "ppsp-example2",
-                 "ppsp-epsilon", "ppsp-attack", "ppsp-tradeoff", "ppsp-learning"):
+    names = privgames.experiments()
+    for name in names:
         assert f"## {name}" in report
         assert json.loads((tmp_path / f"{name}.summary.json").read_text())["experiment"] == name
-    for figure in ("bas-chain", "bas-mse-vs-d", "bas-split", "sar-thresholds",
-                   "sar-participation", "ppsp-example2", "ppsp-learning"):
-        assert (tmp_path / f"{figure}.png").stat().st_size > 10_000
-        assert f"({figure}.png)" in report
+        assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+        assert f"({name}.png)" in report
+        assert oct((tmp_path / f"{name}.parquet").stat().st_mode & 0o044) == oct(0o044)
+    assert not (tmp_path / ".parts").exists()
+    head, body = report.split("## bas-chain", 1)
+    tally = pd.read_table(io.StringIO(head.split("## Summary")[1].split("\n\n")[1]), sep="|",
+                          skipinitialspace=True).iloc[1:, 1:-1]
+    tally.columns = [c.strip() for c in tally.columns]
+    for verdict in ("holds", "bound", "fails"):
+        assert tally[verdict].astype(int).sum() == body.count(f"**{verdict}**")
+    assert body.count("**fails**") == body.count("see errata")  # every failure is explained
+    assert "Predicted (eq 9) vs measured MSE" not in report

@@ -1,0 +1,41 @@
+"""Verdicts of the report: each rule can fail, and thresholds come from the normal law."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy.stats import norm
+
+from privgames.analysis.claims import Claim, gaussian_epsilon_claim, z_threshold
+
+
+def test_equality_holds_within_three_standard_errors_only():
+    assert Claim("x", 1.0, 1.29, se=0.1).verdict()[0] == "holds"
+    assert Claim("x", 1.0, 1.31, se=0.1).verdict()[0] == "fails"
+    assert Claim("x", 0.0, 1e-7, tolerance=1e-6).verdict()[0] == "holds"
+    assert Claim("x", 0.0, 1e-5, tolerance=1e-6).verdict()[0] == "fails"
+
+
+def test_z_threshold_is_the_family_wise_three_sigma_level():
+    assert z_threshold(1) == pytest.approx(3.0)
+    m = 20  # P(max of m |z| > t) = 1 - (1 - 2 sf(t))^m ~ the one-test level 2 sf(3)
+    t = z_threshold(m)
+    assert 1 - (1 - 2 * norm.sf(t)) ** m == pytest.approx(2 * norm.sf(3.0), rel=0.01)
+    assert Claim("z", None, t - 0.01, tolerance=t, kind="z").verdict()[0] == "holds"
+    assert Claim("z", None, t + 0.01, tolerance=t, kind="z").verdict()[0] == "fails"
+
+
+def test_bounds_report_slack_or_fail():
+    verdict, detail = Claim("b", 2.0, 1.5, kind="at_most").verdict()
+    assert verdict == "bound" and "slack 0.5" in detail
+    assert Claim("b", 2.0, 2.5, kind="at_most").verdict()[0] == "fails"
+    assert Claim("b", 2.0, 2.2, se=0.1, kind="at_most").verdict()[0] == "bound"  # within 3 SE
+    assert Claim("b", 1.0, 0.5, kind="at_least").verdict()[0] == "fails"
+
+
+def test_paper_epsilon_is_a_bound_only_inside_eq3s_range():
+    assert gaussian_epsilon_claim("r", exact=0.6, paper=0.8).verdict()[0] == "bound"
+    verdict, detail = gaussian_epsilon_claim("r", exact=67.0, paper=39.0).verdict()
+    assert verdict == "fails" and "eq (3)" in detail
+    assert Claim("q", True, math.nan, kind="true").verdict()[0] == "fails"
