@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import mesa
 import numpy as np
 
@@ -49,3 +51,9 @@ class RingNode(mesa.Agent):
         It picks the one closest to its preferred ``c``.
         """
         self.c = float(np.clip(self.preferred_c(n, K, delta, d), others_min, others_max))
+
+    def respond_to(self, ring: Iterable[RingNode], n: int, K: int, delta: float,
+                   d: float) -> None:
+        """Best-respond to the ``c`` of the other nodes of ``ring`` (one learning move)."""
+        others = [node.c for node in ring if node is not self]
+        self.best_respond(min(others), max(others), n, K, delta, d)

@@ -18,13 +18,15 @@ class SARUser(mesa.Agent):
     level ``confidence`` passes the threshold (``confidence=0``: the point estimate does).
 
     Attributes:
+        index: its index among the users (into the model's arrays).
         participating: whether it takes part in the chain.
         colluding: whether it is in this round's colluding set.
         seen: neighbours observed so far; ``colluders_seen``: how many of them colluded.
     """
 
-    def __init__(self, model: mesa.Model) -> None:
+    def __init__(self, model: mesa.Model, index: int) -> None:
         super().__init__(model)
+        self.index = int(index)
         self.participating = True
         self.colluding = False
         self.seen = 0

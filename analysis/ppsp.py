@@ -37,8 +37,8 @@ def ring_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
     (with ``_var``, ``_n``, ``_predicted``: the exact formula on a static Gaussian ring),
     ``sum_preserved``, ``epsilon``, ``utility_bound``, ``variance_bound``.
     """
-    model = PPSPModel(config, seed)
-    run = model.run()
+    model = PPSPModel(config, seed).run()
+    run = model.record()
     frame = trajectory_frame(run)
     events = [e for e in (config.leave_at, config.join_at) if e is not None]
     around = [np.arange(e, min(e + 4 * config.n, config.K)) for e in events]  # the spikes
@@ -130,7 +130,7 @@ def epsilon_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFra
     eps = model.predicted()["epsilon"]
     estimate, var = ppsp.best_linear_estimate(stats, std)
     sq = (estimate - model.secrets[:config.n]) ** 2
-    messages = np.moveaxis(model.run_result.messages, 0, 1)  # node 0's neighbours: n-1 and 1
+    messages = np.moveaxis(model.record().messages, 0, 1)  # node 0's neighbours: n-1 and 1
     view = ppsp.neighbour_statistics(messages[:, :, -1:], messages[:, :, :1])
     local, local_var = ppsp.best_linear_estimate(view, std[:, :1])
     rows = [*mean_rows("accuracy", correct, ppsp.distinguishing_accuracy_bound(eps), "bound"),

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import mesa
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from privgames.agents.chain_user import ChainUser
 from privgames.agents.learners import LEARNERS, make_learner
+from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
     check_choice,
@@ -23,7 +23,6 @@ from privgames.environments.config import (
     check_real,
     check_reals,
 )
-from privgames.environments.streams import generator
 from privgames.mechanisms.chain import (
     M,
     bas_order,
@@ -40,8 +39,6 @@ from privgames.mechanisms.chain import (
 OBSERVATIONS = ("exact", "estimated")
 PRIORS = ("bids", "none")
 SPLITS = ("random", "sorted")
-#: The profiles the analysis compares: learned by the agents, and the theory's three.
-PROFILES = ("chained", "nash", "ldp", "optimum")
 
 
 @dataclass(frozen=True)
@@ -113,7 +110,7 @@ class BASChainConfig:
         check_int("replications", self.replications, 1)
 
 
-class BASChainModel(mesa.Model):
+class BASChainModel(Environment):
     """Users learn their noise in BAS-ordered (sub-)sequences; the theory is kept apart.
 
     Attributes:
@@ -126,8 +123,8 @@ class BASChainModel(mesa.Model):
 
     def __init__(self, config: BASChainConfig, seed: int | np.random.SeedSequence | None = None,
                  data: NDArray | None = None) -> None:
-        super().__init__(rng=generator(seed))
-        self.config = c = config
+        super().__init__(config, seed)
+        c = config
         self.beta = (np.array(c.beta) if c.beta is not None
                      else self.rng.uniform(0.0, c.beta_max, c.K))
         bids = np.array(c.bids) if c.bids is not None else self.beta
@@ -187,12 +184,6 @@ class BASChainModel(mesa.Model):
             upstream += user.sigma2
         first.observe_outcome(upstream, self.config.settle)
 
-    def run(self, rounds: int | None = None) -> BASChainModel:
-        """Run ``rounds`` learning rounds (default: the configured number)."""
-        for _ in range(self.config.rounds if rounds is None else rounds):
-            self.step()
-        return self
-
     # --- observation and theory ---------------------------------------------------------------
     def learned(self) -> NDArray:
         """The users' current variances in sequence order (sub-sequences concatenated)."""
@@ -210,11 +201,6 @@ class BASChainModel(mesa.Model):
         """Largest deviation from the NE, relative to the largest NE variance."""
         nash = self._predicted["nash"]
         return float(np.max(np.abs(self.learned() - nash)) / max(nash.max(), 1e-300))
-
-    def results(self) -> pd.DataFrame:
-        """Per round: distance to the NE and total noise variance."""
-        df = self.datacollector.get_model_vars_dataframe()
-        return df.rename_axis("round").reset_index().assign(round=lambda f: f["round"] + 1)
 
     def rounds_to_converge(self) -> int | None:
         """First round from which the distance stays below ``tolerance``; None if never."""

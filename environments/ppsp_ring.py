@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import mesa
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from privgames.agents.ring_node import RingNode
+from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
     check_choice,
@@ -262,7 +262,7 @@ class RingRun:
     state: NDArray            # (replications, m) final states in ring order
 
 
-class PPSPModel(mesa.Model):
+class PPSPModel(Environment):
     """A PPSP ring with Mesa nodes over vectorized state arrays.
 
     Attributes:
@@ -270,13 +270,18 @@ class PPSPModel(mesa.Model):
         secrets: secret per node id.
         ids: node ids in ring order; ``state``: ``(replications, len(ids))`` states.
         nodes: ``RingNode`` agents by id.
+
+    ``step()`` is one protocol step (Mesa's ``steps`` counts them), ``run(rounds)`` runs the
+    remaining of the ``K`` steps by default, :meth:`record` returns what the run recorded and
+    :meth:`results` the per-step trajectory. With ``backend="ray"`` the whole run happens in
+    one :meth:`run` on Ray shards, which then sets ``steps`` to ``K``.
     """
 
     def __init__(self, config: PPSPConfig, seed: int | np.random.SeedSequence | None = None,
                  record_messages: bool = False) -> None:
         own, self.noise_seed, clock = spawn(seed, 3)  # secrets and learning; noise; clocks
-        super().__init__(rng=generator(own))
-        self.config = c = config
+        super().__init__(config, own)
+        c = config
         secrets = (np.array(c.secrets) if c.secrets is not None
                    else self.rng.uniform(0.0, 100.0, c.n))
         self.secrets = np.zeros(c.capacity)
@@ -288,9 +293,8 @@ class PPSPModel(mesa.Model):
         self.state = np.tile(secrets, (c.replications, 1))
         self.nodes = {i: RingNode(self, i, self.secrets[i], c.c[i] if i < c.n else c.c[0],
                                   (1.0, 1.0, 1.0)) for i in range(c.capacity)}
-        self.run_result: RingRun | None = None
+        self._ray_run: RingRun | None = None
         self.std = Schedule(c)
-        self.k = 0
         self.messages: list[NDArray] | None = [] if record_messages else None
         self.window = Window(c)
         if c.protocol == "sync":
@@ -309,34 +313,46 @@ class PPSPModel(mesa.Model):
     # --- protocols ----------------------------------------------------------------------
     def step(self) -> None:
         """One protocol step: every node sends once (SI-PPSP), or ``n`` clock ticks (AI-PPSP)."""
+        if self.config.backend == "ray":
+            raise ConfigError("backend='ray' runs the whole ring in run(): call run(), not step()")
         if self.config.protocol == "sync":
-            self._sync_step()
+            self._sync_step(self.steps - 1)  # Mesa counted this step before calling it
         else:
             self._async_step()
-        self.k += 1
 
-    def run(self) -> RingRun:
-        """Run the remaining of the K steps (all of them on Ray) and return what was recorded."""
+    def rounds_left(self) -> int:
+        """Protocol steps left of the configured ``K``."""
+        return self.config.K - self.steps
+
+    def run(self, rounds: int | None = None) -> PPSPModel:
+        """Run ``rounds`` protocol steps (default: the rest of the ``K``) and return the model.
+
+        The Ray backend runs all ``K`` steps at once on its shards."""
         c = self.config
-        if c.backend == "ray":
-            from privgames.environments.ppsp_ray import run_ray_ring
+        if c.backend != "ray":
+            return super().run(rounds)
+        if self.steps or rounds not in (None, c.K):
+            raise ConfigError(f"rounds={rounds!r}: backend='ray' runs all K={c.K} steps in one "
+                              "run() from the start")
+        from privgames.environments.ppsp_ray import run_ray_ring
 
-            self.run_result = run_ray_ring(self)
-            return self.run_result
-        while self.k < c.K:
-            self.step()
-        self.run_result = self.window.result(
-            self.ids, self.state, None if self.messages is None else np.array(self.messages))
-        return self.run_result
+        self._ray_run = run_ray_ring(self)
+        self.steps = c.K
+        return self
+
+    def record(self) -> RingRun:
+        """What the run has recorded so far: per-step errors and sums, final ring and states."""
+        if self._ray_run is not None:
+            return self._ray_run
+        return self.window.result(self.ids, self.state,
+                                  None if self.messages is None else np.array(self.messages))
 
     def results(self) -> pd.DataFrame:
         """Per step: estimator error (mean and SE over replications), sum drift, target."""
-        if self.run_result is None:
-            self.run()
-        return trajectory_frame(self.run_result)
+        return trajectory_frame(self.record())
 
-    def _sync_step(self) -> None:
-        c, k = self.config, self.k
+    def _sync_step(self, k: int) -> None:
+        c = self.config
         self._join_if_due(k)
         if self._ring is not self.ids:  # the ring changed: refresh what depends on it
             self._ring, self._std = self.ids, self.std.for_ring(self.ids)
@@ -410,25 +426,24 @@ class PPSPModel(mesa.Model):
         Returns ``c`` per round and node.
         """
         c, n = self.config, self.config.n
-        nodes = [self.nodes[i] for i in range(n)]
+        ring = self.agents_by_type[RingNode].select(lambda node: node.node_id < n)
         args = (n, c.K, c.delta, c.d[0])
-        for node, w in zip(nodes, np.asarray(weights, dtype=float), strict=True):
+        factors = spread ** self.rng.uniform(-1.0, 1.0, n)
+        for node, w, f in zip(ring, np.asarray(weights, dtype=float), factors, strict=True):
             node.weights = tuple(w)
-            node.c = node.preferred_c(*args) * spread ** self.rng.uniform(-1.0, 1.0)
-        rows = [{"round": 0, "node": i, "c": node.c} for i, node in enumerate(nodes)]
+            node.c = node.preferred_c(*args) * f
+        rows = [{"round": 0, "node": node.node_id, "c": node.c} for node in ring]
         for r in range(1, rounds + 1):
-            for i in self.rng.permutation(n):
-                others = np.array([nodes[j].c for j in range(n) if j != i])
-                nodes[i].best_respond(others.min(), others.max(), *args)
-            rows += [{"round": r, "node": i, "c": node.c} for i, node in enumerate(nodes)]
+            ring.shuffle_do("respond_to", ring, *args)
+            rows += [{"round": r, "node": node.node_id, "c": node.c} for node in ring]
         return pd.DataFrame(rows)
 
     # --- attacks --------------------------------------------------------------------------
     def transcript_statistics(self) -> tuple[NDArray, NDArray]:
         """``S_i(k) = s_i - beta_i(k)`` per replication and the noise std per step, from the
         recorded messages of a static ring (``record_messages=True``)."""
-        run = self.run_result
-        if run is None or run.messages is None:
+        run = self.record()
+        if run.messages is None:
             raise ValueError("no recorded messages: build the model with record_messages=True "
                              "on a static synchronous ring and run it first")
         stats = eavesdropper_statistics(np.moveaxis(run.messages, 0, 1))  # (R, K, n)

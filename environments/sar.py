@@ -12,18 +12,17 @@ from dataclasses import dataclass
 
 import mesa
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 from scipy.stats import binom
 
 from privgames.agents.sar_agents import ColludingAdversary, SARUser
+from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
     check_choice,
     check_int,
     check_real,
 )
-from privgames.environments.streams import generator
 from privgames.mechanisms.chain import M
 from privgames.mechanisms.sar import (
     ATTACKERS,
@@ -216,50 +215,80 @@ def _noise_by_position(cfg: SARConfig, beta: NDArray, shape: tuple[int, ...], K:
     return noise
 
 
+def play_rounds(cfg: SARConfig, rng: np.random.Generator, beta: NDArray, colluding: NDArray,
+                victims: NDArray, data: NDArray | None = None) -> dict[str, NDArray]:
+    """Rounds of Protocol 2 and the colluders' attack on their simulated messages.
+
+    Each of the ``B`` rounds gives every slice its own uniform order of the ``k`` participants,
+    uploads their slices (with the mitigation), adds the equilibrium noise, plants the strong
+    attackers' data and attacks every victim. The one pipeline of the attack trials
+    (:func:`simulate_attacks`) and of :class:`SARModel`'s rounds.
+
+    Args:
+        colluding: ``(B, k)`` colluder flags of the participants.
+        victims: ``(B, V)`` participant indices attacked in each round.
+        data: ``(B, k, d)`` the participants' vectors; ``None`` draws i.i.d. uniform data,
+            directly in each slice's sequence order (the same law, no gather).
+
+    Returns:
+        ``possible``, ``rms``, ``worst`` and ``success``, each ``(B, V, N)``, and ``order``
+        (``(B, N, k)``: the participant at each position of each slice's sequence).
+    """
+    B, k = colluding.shape
+    V = victims.shape[1]
+    idx, sizes = _slice_index(cfg.d, cfg.N)
+    N, width = idx.shape
+    mask = (idx < cfg.d).astype(float)  # (N, width)
+    order = rng.permuted(np.broadcast_to(np.arange(k), (B, N, k)), axis=-1)  # by position
+    seq_colluding = np.take_along_axis(np.broadcast_to(colluding[:, None], (B, N, k)), order,
+                                       axis=2)
+    if data is None:
+        seq_true = rng.uniform(-cfg.Delta, cfg.Delta, (B, N, k, width)) * mask[:, None, :]
+    else:
+        seq_true = np.take_along_axis(_pad(data, idx).transpose(0, 2, 1, 3),
+                                      order[..., None], axis=2)
+    position = np.argmax(order[:, None] == victims[:, :, None, None], axis=3)  # (B, V, N)
+    truth = np.take_along_axis(seq_true[:, None], position[..., None, None], axis=3)[..., 0, :]
+    seq_data = _mitigate_slices(cfg, seq_true, seq_colluding, mask, rng)
+    noise = _noise_by_position(cfg, beta, (B, N), k, width, mask, rng)
+    shape = (B, V, N, k, width)
+    fakes = (rng.uniform(-cfg.Delta, cfg.Delta, shape) * mask[:, None, :]
+             if cfg.attacker == "strong" else np.zeros((1, 1, 1, 1, 1)))
+    possible, rms, worst = attack(
+        np.broadcast_to(seq_data[:, None], shape).reshape(-1, k, width),
+        np.broadcast_to(seq_colluding[:, None], shape[:-1]).reshape(-1, k),
+        position.reshape(-1), truth.reshape(-1, width),
+        np.broadcast_to(noise[:, None], shape).reshape(-1, k, width),
+        np.broadcast_to(fakes, shape).reshape(-1, k, width),
+        np.tile(sizes, B * V), cfg.attacker)
+    out = {"possible": possible, "rms": rms, "worst": worst,
+           "success": possible & (rms <= cfg.tolerance * cfg.Delta)}
+    return {**{key: value.reshape(B, V, N) for key, value in out.items()}, "order": order}
+
+
 def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
                      max_chunk_bytes: int = 64 * 2**20) -> dict[str, NDArray]:
-    """``ceil(trials / N)`` rounds of SAR against one victim, vectorized over rounds.
+    """``ceil(trials / N)`` rounds of SAR against one victim (:func:`play_rounds`), in chunks
+    of rounds that keep memory under ``max_chunk_bytes``.
 
-    Each round draws the colluding set (shared by the slices), an independent uniform order
-    per slice, fresh i.i.d. data (drawn directly in each slice's sequence order), the
-    mitigation, equilibrium noise and the strong attackers' planted data; the attack runs on
-    the resulting messages. Returns per-round arrays ``success``,
-    ``possible``, ``rms`` and ``worst`` of shape ``(rounds, N)`` and ``exposed_fraction``.
+    Returns per-round arrays ``success``, ``possible``, ``rms`` and ``worst`` of shape
+    ``(rounds, N)`` and ``exposed_fraction``.
     """
-    K, d, N = cfg.K, cfg.d, cfg.N
-    idx, sizes = _slice_index(d, N)
-    width = idx.shape[1]
-    mask = (idx < d).astype(float)  # (N, width)
+    K, N = cfg.K, cfg.N
+    _, sizes = _slice_index(cfg.d, N)
     others = np.delete(np.arange(K), cfg.victim)
     rounds = math.ceil(cfg.trials / N)
-    chunk = max(1, max_chunk_bytes // (8 * 6 * N * K * width))
-    out = {k: [] for k in ("success", "possible", "rms", "worst")}
+    chunk = max(1, max_chunk_bytes // (8 * 6 * N * K * int(sizes.max())))
+    parts = []
     for start in range(0, rounds, chunk):
         c = min(chunk, rounds - start)
         colluding = np.zeros((c, K), dtype=bool)
         colluding[:, others] = _draw_colluders(cfg, rng, (c,), others)
-        order = rng.permuted(np.broadcast_to(np.arange(K), (c, N, K)), axis=-1)
-        seq_colluding = np.take_along_axis(np.broadcast_to(colluding[:, None], (c, N, K)),
-                                           order, axis=2)
-        position = np.argmax(order == cfg.victim, axis=2)
-        # the users' data are i.i.d. uniform, so each slice's data is drawn in sequence order
-        truth_seq = rng.uniform(-cfg.Delta, cfg.Delta, (c, N, K, width)) * mask[:, None, :]
-        truth = np.take_along_axis(truth_seq, position[..., None, None], axis=2)[:, :, 0]
-        seq_data = _mitigate_slices(cfg, truth_seq, seq_colluding, mask, rng)
-        noise = _noise_by_position(cfg, beta, (c, N), K, width, mask, rng)
-        fakes = (rng.uniform(-cfg.Delta, cfg.Delta, (c, N, K, width)) * mask[:, None, :]
-                 if cfg.attacker == "strong" else np.zeros((1, 1, 1, 1)))
-        possible, rms, worst = attack(
-            seq_data.reshape(c * N, K, width), seq_colluding.reshape(c * N, K),
-            position.reshape(-1), truth.reshape(c * N, width), noise.reshape(c * N, K, width),
-            np.broadcast_to(fakes, (c, N, K, width)).reshape(c * N, K, width),
-            np.tile(sizes, c), cfg.attacker)
-        success = possible & (rms <= cfg.tolerance * cfg.Delta)
-        for key, value in (("success", success), ("possible", possible), ("rms", rms),
-                           ("worst", worst)):
-            out[key].append(value.reshape(c, N))
-    result = {k: np.concatenate(v) for k, v in out.items()}
-    result["exposed_fraction"] = result["success"] @ sizes / d
+        victims = np.full((c, 1), cfg.victim)
+        out = play_rounds(cfg, rng, beta, colluding, victims)
+        parts.append({key: out[key][:, 0] for key in ("success", "possible", "rms", "worst")})
+    result = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+    result["exposed_fraction"] = result["success"] @ sizes / cfg.d
     return result
 
 
@@ -300,7 +329,7 @@ def _pad(x: NDArray, idx: NDArray) -> NDArray:
     return padded[..., idx]
 
 
-class SARModel(mesa.Model):
+class SARModel(Environment):
     """Rounds of SAR in which users learn whether to take part (section VI-B pre-mechanism).
 
     Each round the participants' colluding set is drawn, every slice gets its own uniform order,
@@ -312,16 +341,17 @@ class SARModel(mesa.Model):
     Attributes:
         config: the validated configuration.
         beta: the users' preferences.
-        users: the ``SARUser`` agents; ``adversary``: the ``ColludingAdversary``.
+        users: the ``SARUser`` agents (an ``AgentSet``, by index); ``adversary``: the
+            ``ColludingAdversary``.
     """
 
     def __init__(self, config: SARConfig, seed: int | np.random.SeedSequence | None = None
                  ) -> None:
-        super().__init__(rng=generator(seed))
-        self.config = c = config
+        super().__init__(config, seed)
+        c = config
         self.beta = (np.array(c.beta) if c.beta is not None
                      else self.rng.uniform(0.0, c.beta_max, c.K))
-        self.users = list(SARUser.create_agents(self, c.K))
+        self.users = SARUser.create_agents(self, c.K, index=list(range(c.K)))
         self.adversary = ColludingAdversary(self, c.attacker)
         self.slices, self.sizes = _slice_index(c.d, c.N)
         self.round_stats: dict[str, float] = {}
@@ -332,77 +362,54 @@ class SARModel(mesa.Model):
 
     def step(self) -> None:
         """One round: draw colluders, run every slice's chain, attack, observe, decide."""
-        ids = np.flatnonzero([u.participating for u in self.users])
-        stats = {"participants": float(ids.size), "success_rate": math.nan,
+        participants = self.users.select(lambda u: u.participating)
+        stats = {"participants": float(len(participants)), "success_rate": math.nan,
                  "exposed_fraction": math.nan, "threshold": math.nan,
-                 "p_estimate": float(np.mean([self.users[i].p_estimate for i in ids]))
-                 if ids.size else math.nan}
-        if ids.size >= 3:
-            stats.update(self._play(ids))
+                 "p_estimate": float(participants.agg("p_estimate", np.mean))
+                 if len(participants) else math.nan}
+        if len(participants) >= 3:
+            stats.update(self._play(participants))
         self.round_stats = stats
         self.datacollector.collect(self)
 
-    def _play(self, ids: NDArray) -> dict[str, float]:
-        c, rng, k = self.config, self.rng, ids.size
-        width = self.slices.shape[1]
-        mask = (self.slices < c.d).astype(float)
-        colluding = _draw_colluders(c, rng, (), ids)
-        for i, flag in zip(ids, colluding, strict=True):
-            self.users[i].colluding = bool(flag)
-        order = rng.permuted(np.broadcast_to(np.arange(k), (c.N, k)), axis=-1)  # by position
-        data = rng.uniform(-c.Delta, c.Delta, (k, c.d))
-        seq_colluding = colluding[order]
-        seq_true = np.take_along_axis(_pad(data, self.slices).transpose(1, 0, 2),
-                                      order[..., None], axis=1)  # (N, k, width)
-        seq_data = _mitigate_slices(c, seq_true, seq_colluding, mask, rng)
-        noise = _noise_by_position(c, self.beta[ids], (c.N,), k, width, mask, rng)
+    def _play(self, participants: mesa.agent.AgentSet) -> dict[str, float]:
+        c = self.config
+        ids = np.array(participants.get("index"))
+        k = ids.size
+        colluding = _draw_colluders(c, self.rng, (), ids)
+        for user, flag in zip(participants, colluding, strict=True):
+            user.colluding = bool(flag)
         victims = np.flatnonzero(~colluding)
-        v = victims.size
-        fakes = (rng.uniform(-c.Delta, c.Delta, (v, c.N, k, width)) * mask[:, None, :]
-                 if c.attacker == "strong" else np.zeros((v, c.N, k, width)))
-        possible, rms, _ = attack(
-            np.broadcast_to(seq_data, (v, c.N, k, width)).reshape(-1, k, width),
-            np.broadcast_to(seq_colluding, (v, c.N, k)).reshape(-1, k),
-            np.argmax(order[None] == victims[:, None, None], axis=2).reshape(-1),
-            _pad(data[victims], self.slices).reshape(-1, width),
-            np.broadcast_to(noise, (v, c.N, k, width)).reshape(-1, k, width),
-            fakes.reshape(-1, k, width), np.tile(self.sizes, v), c.attacker)
-        success = (possible & (rms <= c.tolerance * c.Delta)).reshape(v, c.N)
+        data = self.rng.uniform(-c.Delta, c.Delta, (1, k, c.d))
+        out = play_rounds(c, self.rng, self.beta[ids], colluding[None], victims[None], data)
+        success = out["success"][0]  # (victims, N)
         self.adversary.record(success)
-        self._observe(ids, order, seq_colluding)
+        self._observe(participants, out["order"][0], colluding)
         threshold = colluder_threshold(k, c.attacker)
-        for i in ids:
-            self.users[i].decide(threshold, c.min_observations, c.confidence)
+        participants.do("decide", threshold, c.min_observations, c.confidence)
+        v = victims.size
         return {"success_rate": float(success.mean()) if v else math.nan,
                 "exposed_fraction": float((success @ self.sizes / c.d).mean()) if v else math.nan,
                 "threshold": threshold}
 
-    def _observe(self, ids: NDArray, order: NDArray, seq_colluding: NDArray) -> None:
-        """Each participant sees whether its predecessor and successor in each slice colluded."""
-        k = ids.size
+    def _observe(self, participants: mesa.agent.AgentSet, order: NDArray,
+                 colluding: NDArray) -> None:
+        """Each participant sees whether its predecessor and successor in each slice colluded;
+        ``order`` is ``(N, k)`` (participant index at each position), ``colluding`` ``(k,)``."""
+        k = colluding.size
+        seq_colluding = colluding[order]
         pad = np.zeros((order.shape[0], 1), dtype=bool)
         neighbours = (np.concatenate([pad, seq_colluding[:, :-1]], axis=1).astype(int)
                       + np.concatenate([seq_colluding[:, 1:], pad], axis=1))
-        seen = np.zeros(k, dtype=int)
-        colluders = np.zeros(k, dtype=int)
         per_position = np.full(k, 2)
         per_position[[0, -1]] = 1  # the ends of a sequence have one neighbour
+        seen = np.zeros(k, dtype=int)
+        colluders = np.zeros(k, dtype=int)
         for n in range(order.shape[0]):
             np.add.at(seen, order[n], per_position)
             np.add.at(colluders, order[n], neighbours[n])
-        for local, i in enumerate(ids):
-            self.users[i].observe(seen[local], colluders[local])
-
-    def run(self, rounds: int | None = None) -> SARModel:
-        """Run ``rounds`` rounds (default: the configured number)."""
-        for _ in range(self.config.rounds if rounds is None else rounds):
-            self.step()
-        return self
-
-    def results(self) -> pd.DataFrame:
-        """Per round: participants, attack success, exposed fraction, mean estimate of p."""
-        df = self.datacollector.get_model_vars_dataframe()
-        return df.rename_axis("round").reset_index().assign(round=lambda f: f["round"] + 1)
+        for user, s, c in zip(participants, seen, colluders, strict=True):
+            user.observe(s, c)
 
     def predicted(self) -> dict[str, float]:
         """The theory for the configured ``K`` and ``p``, and the participation level at which

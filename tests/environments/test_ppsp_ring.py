@@ -16,7 +16,6 @@ from privgames.environments.ppsp_ring import (
     EXAMPLE2_SECRETS,
     PPSPConfig,
     PPSPModel,
-    trajectory_frame,
 )
 from privgames.mechanisms import ppsp
 
@@ -26,8 +25,8 @@ EXAMPLE2 = PPSPConfig(n=10, K=6000, c=1000.0, d=1.0, secrets=EXAMPLE2_SECRETS, l
 
 def test_example2_recovers_each_phase_sum():
     model = PPSPModel(EXAMPLE2, seed=0)
-    run = model.run()
-    frame = trajectory_frame(run)
+    run = model.run().record()
+    frame = model.results()
     for start, end, target in ((0, 1999, 500.0), (2000, 3999, 400.0), (4000, 5999, 500.0)):
         assert run.targets[end] == pytest.approx(target, abs=1e-3)
         estimates = run.estimates[end][~np.isnan(run.estimates[end])]
@@ -51,7 +50,7 @@ def test_network_sum_is_invariant(n, K, data, noise, schedule):
         if leave_at < K - 1 and data.draw(st.booleans()):
             kwargs["join_at"] = data.draw(st.integers(leave_at + 1, K - 1))
     cfg = PPSPConfig(n=n, K=K, c=50.0, noise=noise, schedule=schedule, replications=3, **kwargs)
-    run = PPSPModel(cfg, seed=data.draw(st.integers(0, 2**32 - 1))).run()
+    run = PPSPModel(cfg, seed=data.draw(st.integers(0, 2**32 - 1))).run().record()
     scale = 1e3 + np.abs(run.sums).max()
     assert np.all(np.abs(run.sums - run.targets[:, None]) <= 1e-9 * scale)
 
@@ -60,13 +59,13 @@ def test_network_sum_is_invariant(n, K, data, noise, schedule):
 @given(n=st.integers(3, 8), K=st.integers(1, 20), seed=st.integers(0, 1000))
 def test_async_ring_keeps_the_sum_with_mailboxes(n, K, seed):
     model = PPSPModel(PPSPConfig(n=n, K=K, protocol="async", c=10.0, replications=4), seed=seed)
-    run = model.run()
+    run = model.run().record()
     assert np.allclose(run.sums, run.targets[:, None], rtol=1e-9, atol=1e-9)
 
 
 def test_async_estimator_converges():
     cfg = PPSPConfig(n=6, K=400, protocol="async", c=1.0, d=1.0, replications=200)
-    frame = trajectory_frame(PPSPModel(cfg, seed=3).run())
+    frame = PPSPModel(cfg, seed=3).run().results()
     assert frame["error"].iloc[-1] < 0.5 * frame["error"].iloc[20]
 
 
@@ -74,7 +73,7 @@ def test_final_error_matches_the_exact_formula():
     """Gaussian noise: E sum_i |y_i - s| from the exact variance, within 3 SE of 400 runs."""
     cfg = PPSPConfig(n=8, K=300, c=50.0, d=1.0, replications=400)
     model = PPSPModel(cfg, seed=4)
-    frame = trajectory_frame(model.run())
+    frame = model.run().results()
     last = frame.iloc[-1]
     assert abs(last["error"] - model.exact_error(cfg.K)) < 3 * last["error_se"]
     assert last["error"] < model.predicted()["utility_bound"]
@@ -133,8 +132,8 @@ def test_nodes_are_mesa_agents_over_the_state_array():
 def test_ray_backend_gives_the_same_states(ray_session):
     cfg = PPSPConfig(n=9, K=40, replications=3, shards=3, leave_at=10, leave_node=3,
                      join_at=25, noise="laplace")
-    a = PPSPModel(cfg, seed=8).run()
-    b = PPSPModel(dataclasses.replace(cfg, backend="ray"), seed=8).run()
+    a = PPSPModel(cfg, seed=8).run().record()
+    b = PPSPModel(dataclasses.replace(cfg, backend="ray"), seed=8).run().record()
     np.testing.assert_array_equal(a.ids, b.ids)
     np.testing.assert_array_equal(a.state, b.state)
     np.testing.assert_allclose(a.error, b.error, rtol=1e-12)
@@ -187,7 +186,8 @@ def test_stepping_by_hand_is_the_same_as_run():
     by_hand = PPSPModel(cfg, seed=11)
     for _ in range(12):
         by_hand.step()
-    assert by_hand.k == 12 and by_hand.ids.size == 5  # node 5 left at step 10
-    a, b = by_hand.run(), PPSPModel(cfg, seed=11).run()
-    np.testing.assert_array_equal(a.state, b.state)
-    pd.testing.assert_frame_equal(by_hand.results(), trajectory_frame(b))
+    assert by_hand.steps == 12 and by_hand.ids.size == 5  # node 5 left at step 10
+    whole = PPSPModel(cfg, seed=11).run()
+    assert by_hand.run() is by_hand and by_hand.steps == whole.steps == 30
+    np.testing.assert_array_equal(by_hand.state, whole.state)
+    pd.testing.assert_frame_equal(by_hand.results(), whole.results(), check_exact=True)

@@ -1,0 +1,47 @@
+"""The surface every environment shares (the Gymnasium habit, in Mesa's idiom).
+
+``Model(config, seed)``; ``step()`` is one round (Mesa counts them in ``steps``);
+``run(rounds=None)`` runs the configured number of rounds and returns the model;
+``results()`` gives the per-round tidy frame its ``DataCollector`` gathered (``round`` is
+1-based); ``predicted()`` gives the theory's numbers for the same config.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+import mesa
+import pandas as pd
+
+from privgames.environments.streams import Seed, generator
+
+
+class Environment(mesa.Model):
+    """Base of every privgames environment.
+
+    Attributes:
+        config: the validated configuration (a frozen dataclass).
+    """
+
+    def __init__(self, config: Any, seed: Seed = None) -> None:
+        super().__init__(rng=generator(seed))
+        self.config = config
+
+    def rounds_left(self) -> int:
+        """Rounds :meth:`run` makes by default: the configured ``rounds``."""
+        return self.config.rounds
+
+    def run(self, rounds: int | None = None) -> Self:
+        """Run ``rounds`` rounds (default :meth:`rounds_left`) and return the model."""
+        for _ in range(self.rounds_left() if rounds is None else rounds):
+            self.step()
+        return self
+
+    def results(self) -> pd.DataFrame:
+        """Per round: the ``DataCollector``'s model reporters, with a 1-based ``round``."""
+        df = self.datacollector.get_model_vars_dataframe()
+        return df.rename_axis("round").reset_index().assign(round=lambda f: f["round"] + 1)
+
+    def predicted(self) -> dict:
+        """The theory's numbers for this configuration."""
+        raise NotImplementedError
