@@ -24,7 +24,6 @@ from privgames.environments.config import (
     check_reals,
 )
 from privgames.mechanisms.chain import (
-    M,
     bas_order,
     central_optimum,
     chain_epsilon,
@@ -138,7 +137,8 @@ class BASChainModel(Environment):
         self.order = np.concatenate(self.sequences)
         for seq in self.sequences:
             if c.prior == "bids" and seq.size > 1:
-                self.users[seq[0]].belief = M * float(bids[seq[1:]].max())
+                # Mechanism 1: the followers top up to Theorem 1's level of their bids
+                self.users[seq[0]].belief = float(nash_equilibrium(bids[seq[1:]])[0])
         self._predicted = {
             name: np.concatenate([f(self.beta[seq]) for seq in self.sequences])
             for name, f in (("nash", nash_equilibrium), ("ldp", ldp_variances),

@@ -67,14 +67,16 @@ class RingShard:
         """A node joins after node ``after`` with state ``value``."""
         pos = int(np.flatnonzero(self.ids == after)[0]) + 1
         self.ids = np.insert(self.ids, pos, node)
+        self.window.join(node, after)
         self.state = np.insert(self.state, pos, value, axis=1)
 
     def snapshot(self) -> tuple[NDArray, NDArray]:
         return self.ids.copy(), self.state.copy()
 
-    def records(self) -> tuple[NDArray, NDArray]:
-        """Per step: this shard's part of the estimator error and of the network sum."""
-        return np.array(self.window.error), np.array(self.window.sums)
+    def records(self) -> tuple[NDArray, NDArray, NDArray | None]:
+        """Per step: this shard's segment of the estimator error and of the network sum, and
+        its nodes' estimates (:meth:`Window.parts`)."""
+        return self.window.parts()
 
 
 def run_ray_ring(model, kill_shard: tuple[int, int] | None = None) -> RingRun:
@@ -84,7 +86,8 @@ def run_ray_ring(model, kill_shard: tuple[int, int] | None = None) -> RingRun:
     """
     ray = ensure_ray()
     c: PPSPConfig = model.config
-    segments = [list(s) for s in np.array_split(model.ids, c.shards)]
+    labels = c.segment_of()[model.ids]
+    segments = [list(model.ids[labels == s]) for s in range(labels.max() + 1)]
     home = _join_home(c, segments)
     actor = ray.remote(RingShard)
     starts = np.cumsum([0] + [len(seg) for seg in segments])[:-1]
@@ -132,9 +135,14 @@ def _drive(ray, model, shards, segments, home, kill_shard) -> RingRun:
             snapshot = _snapshot(ray, shards, snapshot, k + 1)
     parts = ray.get([sh.records.remote() for sh in shards])
     ids, state = _assemble(snapshot[1], ring)
-    error = np.sum([p[0] for p in parts], axis=0)
-    sums = np.sum([p[1] for p in parts], axis=0)
-    return RingRun(error, sums, np.array(targets), None, None, ids, state)
+    error = np.concatenate([p[0] for p in parts], axis=-1).sum(axis=-1)  # as Window.result
+    sums = np.concatenate([p[1] for p in parts], axis=-1).sum(axis=-1)
+    estimates = None
+    if parts[0][2] is not None:  # each shard holds its own nodes' estimates, NaN elsewhere
+        estimates = parts[0][2]
+        for p in parts[1:]:
+            estimates = np.where(np.isnan(estimates), p[2], estimates)
+    return RingRun(error, sums, np.array(targets), estimates, None, ids, state)
 
 
 def _join_home(c: PPSPConfig, segments: list[list[int]]) -> int | None:

@@ -168,6 +168,16 @@ class PPSPConfig:
         ``NOISE_BLOCK``, so the ring draws no more numbers than it has nodes (bar rounding)."""
         return math.ceil(self.capacity / math.ceil(self.capacity / NOISE_BLOCK))
 
+    def segment_of(self) -> NDArray:
+        """The shard segment of every node id: ``shards`` contiguous runs of the initial ring
+        (a joining node moves to its predecessor's, :meth:`Window.join`). Both backends add the
+        estimator error and the network sum per segment first, then over segments, so that their
+        floating-point sums are the same numbers added in the same order."""
+        labels = np.zeros(self.capacity, dtype=int)
+        for s, part in enumerate(np.array_split(np.arange(self.n), min(self.shards, self.n))):
+            labels[part] = s
+        return labels
+
     def schedule_arrays(self) -> tuple[NDArray, NDArray, NDArray | None]:
         """``c``, ``d``, ``phi`` (None if harmonic) by node id; a new joined id uses node 0's."""
         idx = np.where(np.arange(self.capacity) < self.n, np.arange(self.capacity), 0)
@@ -382,6 +392,7 @@ class PPSPModel(Environment):
             return
         pos = int(np.flatnonzero(self.ids == c.join_next_to)[0]) + 1
         self.ids = np.insert(self.ids, pos, c.join_node)
+        self.window.join(c.join_node, c.join_next_to)
         self.state = np.insert(self.state, pos, self.secrets[c.join_node], axis=1)
 
     def _async_step(self) -> None:
@@ -412,8 +423,8 @@ class PPSPModel(Environment):
             self.ticks[rows, i] += 1
         target = float(self.secrets[:n].sum())
         estimate = n * self.held / np.maximum(self.ticks, 1)
-        self.window.append(np.abs(estimate - target).sum(axis=1),
-                           self.state.sum(axis=1) + self.mailbox.sum(axis=1), target)
+        self.window.append(np.abs(estimate - target).sum(axis=1)[:, None],
+                           (self.state.sum(axis=1) + self.mailbox.sum(axis=1))[:, None], target)
 
     # --- nodes choosing their noise ------------------------------------------------------------
     def learn_noise(self, weights: NDArray, rounds: int, spread: float = 2.0) -> pd.DataFrame:
@@ -475,18 +486,22 @@ class Window:
     """The estimator ``y_i``: the sum of each node's last ``m`` states (``m`` = ring size).
 
     States are kept by node id, so a node that joins starts with an empty window and one that
-    leaves stops counting. Tracked when the window fits in ``MAX_WINDOW_BYTES``.
+    leaves stops counting. Tracked when the window fits in ``MAX_WINDOW_BYTES``. The error and
+    the network sum are recorded per segment (:meth:`PPSPConfig.segment_of`) and added over
+    segments at the end, so a sharded ring records exactly the vectorized ring's numbers.
     """
 
     def __init__(self, config: PPSPConfig) -> None:
         self.cap, self.R = config.capacity, config.replications
+        self.segment_of = config.segment_of()
         self.enabled = 8 * self.cap * self.cap * self.R <= MAX_WINDOW_BYTES
         self.buffer = np.full((self.cap, self.R, self.cap), np.nan) if self.enabled else None
         self.step = 0
         self.error, self.sums, self.targets, self.estimates = [], [], [], []
 
     def append(self, error: NDArray, sums: NDArray, target: float) -> None:
-        """Record one step's error and network sum per replication, and the target."""
+        """Record one step's error and network sum, ``(replications, segments)``, and the
+        target."""
         self.error.append(error)
         self.sums.append(sums)
         self.targets.append(target)
@@ -495,24 +510,40 @@ class Window:
     def record(self, ids: NDArray, state: NDArray, target: float, m: int) -> None:
         """Record one step of the nodes ``ids`` (all of the ring, or one shard of it) for a ring
         of ``m`` nodes whose secrets sum to ``target``."""
-        error = np.full(self.R, np.nan)
+        cuts = np.flatnonzero(np.diff(self.segment_of[ids])) + 1
+        parts = np.split(np.arange(ids.size), cuts)
+        segments = [slice(p[0], p[-1] + 1) for p in parts]
+        error = np.full((self.R, len(segments)), np.nan)
         if self.enabled:
             row = self.buffer[self.step % self.cap]
             row[:] = np.nan
             row[:, ids] = state
             last = [(self.step - r) % self.cap for r in range(min(m, self.step + 1))]
             y = np.nansum(self.buffer[last][:, :, ids], axis=0)
-            error = np.abs(y - target).sum(axis=1)
+            deviation = np.abs(y - target)
+            for j, seg in enumerate(segments):
+                error[:, j] = deviation[:, seg].sum(axis=1)
             est = np.full(self.cap, np.nan)
             est[ids] = y[0]
             self.estimates.append(est)
-        self.append(error, state.sum(axis=1), target)
+        sums = np.stack([state[:, seg].sum(axis=1) for seg in segments], axis=1)
+        self.append(error, sums, target)
+
+    def join(self, node: int, after: int) -> None:
+        """``node`` joins the ring after ``after``, in that node's segment."""
+        self.segment_of[node] = self.segment_of[after]
+
+    def parts(self) -> tuple[NDArray, NDArray, NDArray | None]:
+        """Per step and segment: error and sum, ``(steps, replications, segments)``; and the
+        estimates of replication 0 by node id (NaN for ids not recorded here)."""
+        return (np.array(self.error), np.array(self.sums),
+                np.array(self.estimates) if self.estimates else None)
 
     def result(self, ids: NDArray, state: NDArray, messages: NDArray | None) -> RingRun:
         """Everything recorded, with the ring's final order and states."""
-        return RingRun(np.array(self.error), np.array(self.sums), np.array(self.targets),
-                       np.array(self.estimates) if self.estimates else None, messages,
-                       ids.copy(), state.copy())
+        error, sums, estimates = self.parts()
+        return RingRun(error.sum(axis=-1), sums.sum(axis=-1), np.array(self.targets),
+                       estimates, messages, ids.copy(), state.copy())
 
 
 WEIGHTINGS = ("equal", "unequal")

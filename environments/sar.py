@@ -23,7 +23,7 @@ from privgames.environments.config import (
     check_int,
     check_real,
 )
-from privgames.mechanisms.chain import M
+from privgames.mechanisms.chain import nash_equilibrium
 from privgames.mechanisms.sar import (
     ATTACKERS,
     colluder_threshold,
@@ -211,7 +211,8 @@ def _noise_by_position(cfg: SARConfig, beta: NDArray, shape: tuple[int, ...], K:
     """Equilibrium noise per sequence position: only the first adds ``m max beta``."""
     noise = np.zeros((*shape, K, width))
     if cfg.noise == "nash":
-        noise[..., 0, :] = math.sqrt(M * beta.max()) * rng.standard_normal((*shape, width)) * mask
+        first = math.sqrt(nash_equilibrium(beta)[0])  # Theorem 1: only the first user adds noise
+        noise[..., 0, :] = first * rng.standard_normal((*shape, width)) * mask
     return noise
 
 
@@ -302,7 +303,7 @@ def sar_epsilon(cfg: SARConfig, beta: NDArray) -> dict[str, float]:
     paper's parallel-composition reading, the longest slice); ``epsilon_paper``: the paper's
     number, eq (30) per slice and the maximum over slices (Theorem 6).
     """
-    variance = M * float(beta.max())
+    variance = float(nash_equilibrium(beta).sum())  # Theorem 1's total noise
     lengths = {int(length) for length in slice_sizes(cfg.d, cfg.N)}
     return {"epsilon": vector_epsilon(cfg.d, cfg.Delta, cfg.delta, variance),
             "epsilon_slice": max(slice_epsilon(n, cfg.Delta, cfg.delta, variance)
