@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Any
 
 import numpy as np
@@ -145,5 +147,27 @@ def all_experiments() -> list[Experiment]:
     return list(REGISTRY.values())
 
 
+#: Entry-point group through which other packages add experiments (``docs/extending.md``).
+ENTRY_POINTS = "privgames.experiments"
+_loaded = False
+
+
 def _load() -> None:
+    """Register the built-in experiments, then every installed plug-in's: an entry point in
+    ``privgames.experiments`` names a module (importing it registers its experiments) or an
+    ``Experiment``. A plug-in that fails to load is reported on one line and skipped."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
     from privgames.analysis import bas, ppsp, sar  # noqa: F401  (importing registers them)
+
+    for point in entry_points(group=ENTRY_POINTS):
+        try:
+            loaded = point.load()
+        except Exception as err:  # noqa: BLE001 - a broken plug-in must not break privgames
+            print(f"privgames: warning: plug-in {point.name!r} ({point.value}) failed to load: "
+                  f"{type(err).__name__}: {err}", file=sys.stderr)
+            continue
+        if isinstance(loaded, Experiment) and loaded.name not in REGISTRY:
+            register(loaded)
