@@ -1,8 +1,14 @@
-"""The benchmark scripts run (tiny sizes) and report their ratios; no timing is asserted."""
+"""The benchmark scripts run at tiny sizes and report what they promise.
+
+Speed is reported by the scripts (ratios measured in one run), never asserted here: a timing
+assertion on a shared machine either flakes or cannot fail. What is asserted can fail: the
+scripts finish, report every documented figure as a finite number, and keep memory bounded.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -10,28 +16,31 @@ from pathlib import Path
 BENCH = Path(__file__).parents[1] / "benchmarks"
 
 
-def test_chain_benchmark_reports_ratios():
-    proc = subprocess.run([sys.executable, str(BENCH / "bench_chain.py"), "--quick", "--no-ray"],
+def _report(script: str, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", *args],
                           capture_output=True, text=True, check=True)
-    report = json.loads(proc.stdout)
-    assert report["kernel"]["ratio_to_raw"] > 0
-    assert report["mesa"]["speedup"] > 0
+    return json.loads(proc.stdout)
+
+
+def _finite(*values: float) -> bool:
+    return all(isinstance(v, float | int) and math.isfinite(v) for v in values)
+
+
+def test_chain_benchmark():
+    report = _report("bench_chain.py", "--no-ray")
+    assert _finite(report["kernel"]["ratio_to_raw"], report["mesa"]["speedup"])
     # bounded memory: the traced peak stays far below the noise tensor it simulates
     assert report["memory"]["peak_traced_MiB"] < 0.5 * 1024 * report["memory"]["noise_tensor_GiB"]
 
 
-def test_sar_benchmark_reports_ratios():
-    proc = subprocess.run([sys.executable, str(BENCH / "bench_sar.py"), "--quick"],
-                          capture_output=True, text=True, check=True)
-    report = json.loads(proc.stdout)
+def test_sar_benchmark():
+    report = _report("bench_sar.py")
     assert {r["attacker"] for r in report} == {"weak", "strong"}
-    assert all(r["trials_per_s"] > 0 and r["ratio_to_raw"] > 0 for r in report)
+    assert all(_finite(r["trials_per_s"], r["ratio_to_raw"]) for r in report)
 
 
-def test_ppsp_benchmark_reports_ratios():
-    proc = subprocess.run([sys.executable, str(BENCH / "bench_ppsp.py"), "--quick", "--no-ray"],
-                          capture_output=True, text=True, check=True)
-    report = json.loads(proc.stdout)
-    assert report["vectorized"]["ratio_to_raw"] > 0 and report["mesa"]["speedup"] > 0
+def test_ppsp_benchmark():
+    report = _report("bench_ppsp.py", "--no-ray")
+    assert _finite(report["vectorized"]["ratio_to_raw"], report["mesa"]["speedup"])
     memory = report["memory"]
-    assert memory["peak_traced_MiB"] < memory["all_steps_would_be_MiB"]
+    assert memory["peak_traced_MiB"] < 0.25 * memory["all_steps_would_be_MiB"]

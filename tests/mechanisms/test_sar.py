@@ -41,7 +41,9 @@ def test_failure_probability_is_the_binomial_mixture(attacker, K):
         mixture = np.sum(binom.pmf(c, K - 1, p) * sar.slice_exposure_given_colluders(K, c,
                                                                                       attacker))
         assert sar.failure_probability(K, p, attacker) == pytest.approx(mixture, abs=1e-12)
-        assert sar.whole_vector_exposure(K, p, 1, attacker) == pytest.approx(mixture, abs=1e-12)
+        # one slice: the whole vector is exposed exactly when that slice is (eq 31 / 32)
+        assert sar.whole_vector_exposure(K, p, 1, attacker) == pytest.approx(
+            sar.failure_probability(K, p, attacker), abs=1e-12)
 
 
 @pytest.mark.parametrize("K", [3, 4, 10, 30, 100])
