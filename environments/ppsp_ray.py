@@ -135,8 +135,10 @@ def _drive(ray, model, shards, segments, home, kill_shard) -> RingRun:
             snapshot = _snapshot(ray, shards, snapshot, k + 1)
     parts = ray.get([sh.records.remote() for sh in shards])
     ids, state = _assemble(snapshot[1], ring)
-    error = np.concatenate([p[0] for p in parts], axis=-1).sum(axis=-1)  # as Window.result
-    sums = np.concatenate([p[1] for p in parts], axis=-1).sum(axis=-1)
+    # each shard fills its own segment's column and leaves 0 elsewhere: adding the shards is
+    # exact, and the sum over segments is then the one Window.result makes
+    error = np.sum([p[0] for p in parts], axis=0).sum(axis=-1)
+    sums = np.sum([p[1] for p in parts], axis=0).sum(axis=-1)
     estimates = None
     if parts[0][2] is not None:  # each shard holds its own nodes' estimates, NaN elsewhere
         estimates = parts[0][2]

@@ -494,14 +494,15 @@ class Window:
     def __init__(self, config: PPSPConfig) -> None:
         self.cap, self.R = config.capacity, config.replications
         self.segment_of = config.segment_of()
+        self.segments = int(self.segment_of.max()) + 1
         self.enabled = 8 * self.cap * self.cap * self.R <= MAX_WINDOW_BYTES
         self.buffer = np.full((self.cap, self.R, self.cap), np.nan) if self.enabled else None
         self.step = 0
         self.error, self.sums, self.targets, self.estimates = [], [], [], []
 
     def append(self, error: NDArray, sums: NDArray, target: float) -> None:
-        """Record one step's error and network sum, ``(replications, segments)``, and the
-        target."""
+        """Record one step's error and network sum, ``(replications, segments)`` (a segment
+        with no node here contributes 0), and the target."""
         self.error.append(error)
         self.sums.append(sums)
         self.targets.append(target)
@@ -510,23 +511,29 @@ class Window:
     def record(self, ids: NDArray, state: NDArray, target: float, m: int) -> None:
         """Record one step of the nodes ``ids`` (all of the ring, or one shard of it) for a ring
         of ``m`` nodes whose secrets sum to ``target``."""
-        cuts = np.flatnonzero(np.diff(self.segment_of[ids])) + 1
-        parts = np.split(np.arange(ids.size), cuts)
-        segments = [slice(p[0], p[-1] + 1) for p in parts]
-        error = np.full((self.R, len(segments)), np.nan)
-        if self.enabled:
+        labels = self.segment_of[ids]
+        cuts = np.flatnonzero(np.diff(labels)) + 1
+        starts = np.concatenate(([0], cuts))
+        segments = {int(labels[a]): slice(a, b) for a, b in zip(starts, [*cuts, ids.size],
+                                                                strict=True)}
+        error = np.zeros((self.R, self.segments))  # absent segments add an exact 0
+        if not self.enabled:
+            error[:] = np.nan
+        else:
             row = self.buffer[self.step % self.cap]
             row[:] = np.nan
             row[:, ids] = state
             last = [(self.step - r) % self.cap for r in range(min(m, self.step + 1))]
             y = np.nansum(self.buffer[last][:, :, ids], axis=0)
             deviation = np.abs(y - target)
-            for j, seg in enumerate(segments):
+            for j, seg in segments.items():
                 error[:, j] = deviation[:, seg].sum(axis=1)
             est = np.full(self.cap, np.nan)
             est[ids] = y[0]
             self.estimates.append(est)
-        sums = np.stack([state[:, seg].sum(axis=1) for seg in segments], axis=1)
+        sums = np.zeros((self.R, self.segments))
+        for j, seg in segments.items():
+            sums[:, j] = state[:, seg].sum(axis=1)
         self.append(error, sums, target)
 
     def join(self, node: int, after: int) -> None:
