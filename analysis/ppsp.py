@@ -63,8 +63,8 @@ def ring_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
     final = mean_rows("final_error", run.error[-1], exact) + [
         {"metric": "sum_preserved", "value": float(np.allclose(run.sums, run.targets[:, None],
                                                                 rtol=1e-9, atol=1e-9))},
-        *({"metric": k, "value": theory[k]} for k in ("epsilon", "utility_bound",
-                                                        "variance_bound"))]
+        *({"metric": k, "value": theory[k]} for k in ("epsilon", "epsilon_paper",
+                                                        "utility_bound", "variance_bound"))]
     rows.append(pd.DataFrame(final + [{"metric": "event", "value": float(e)} for e in events])
                 .assign(step=config.K))
     return pd.concat(rows, ignore_index=True).assign(method=config.protocol)
@@ -87,7 +87,8 @@ def ring_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
                "final_error_predicted": table["final_error_predicted"],
                "sum_preserved": bool(rows.loc[rows["metric"] == "sum_preserved", "value"].min()
                                      == 1.0),
-               "epsilon": first("epsilon"), "utility_bound": first("utility_bound"),
+               "epsilon": first("epsilon"), "epsilon_paper": first("epsilon_paper"),
+               "utility_bound": first("utility_bound"),
                "variance_bound": first("variance_bound")}
     config = PPSPConfig(**{k: v for k, v in params.items()
                            if k in {f.name for f in dataclasses.fields(PPSPConfig)}})
@@ -237,6 +238,10 @@ def ring_claims(s: Mapping[str, Any]) -> list[Claim]:
         out.append(Claim("final error E sum_i |y_i - sum s| = the exact formula (derived; "
                          "errata: Theorems 1-2)", s["final_error_predicted"], s["final_error"],
                          se=s["final_error_se"]))
+    if s["parameters"]["noise"] == "laplace":
+        out.append(Claim("Theorem 3 as printed (Laplace scale v) is the ring's epsilon",
+                         s["epsilon_paper"], s["epsilon"], kind="false",
+                         erratum="step 2 vs proof of Theorem 3"))
     ends = s.get("phase_end_steps") or [s["parameters"]["K"]]
     errors = s.get("phase_end_errors") or [s["final_error"]]
     for step, error in zip(ends, errors, strict=True):

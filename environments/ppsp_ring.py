@@ -28,6 +28,7 @@ from privgames.mechanisms.ppsp import (
     eavesdropper_statistics,
     epsilon,
     estimator_error_variance,
+    gaussian_epsilon,
     noise_std,
     utility_bound,
     variance_bound,
@@ -75,6 +76,7 @@ class PPSPConfig:
         backend: ``vectorized`` or ``ray`` (shards of consecutive nodes as Ray actors).
         shards: Ray actors. replications: independent runs vectorized together.
         delta: adjacency of secrets for the privacy budget (Theorem 3).
+        dp_delta: the DP failure probability of the Gaussian ring's exact epsilon.
     """
 
     n: int = 10
@@ -96,6 +98,7 @@ class PPSPConfig:
     shards: int = 2
     replications: int = 20
     delta: float = 1.0
+    dp_delta: float = 1e-5
 
     def __post_init__(self) -> None:
         n = check_int("n", self.n, 3)
@@ -115,6 +118,7 @@ class PPSPConfig:
         check_choice("backend", self.backend, BACKENDS)
         check_int("replications", self.replications, 1)
         check_real("delta", self.delta, 0.0, low_open=True)
+        check_real("dp_delta", self.dp_delta, 0.0, 1.0, low_open=True, high_open=True)
         self._check_events()
         if self.backend == "ray":
             check_int("shards", self.shards, 1, self.n // 2)
@@ -463,10 +467,16 @@ class PPSPModel(Environment):
 
     # --- theory -------------------------------------------------------------------------
     def predicted(self) -> dict[str, float]:
-        """Theorem 1-3 numbers for this ring, and the exact limit of the estimator error."""
+        """Theorem 1-3 numbers for this ring, and the exact limit of the estimator error.
+
+        ``epsilon`` is exact for the ring's noise: Theorem 3 (with the protocol's Laplace
+        scale) for Laplace, the composed analytic Gaussian for Gaussian noise (at
+        ``dp_delta``); ``epsilon_paper`` is Theorem 3 as printed."""
         c = self.config
         phi = None if c.schedule == "harmonic" else c.phi
-        return {"epsilon": epsilon(c.K, c.delta, c.c, c.d, phi),
+        exact = (epsilon(c.K, c.delta, c.c, c.d, phi) if c.noise == "laplace" else
+                 gaussian_epsilon(c.K, c.delta, c.c, c.d, phi, c.dp_delta))
+        return {"epsilon": exact, "epsilon_paper": epsilon(c.K, c.delta, c.c, c.d, phi, True),
                 "utility_bound": utility_bound(c.c, c.n, phi),
                 "variance_bound": variance_bound(c.c, c.n, phi),
                 "exact_error": self.exact_error(c.K)}

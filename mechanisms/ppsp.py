@@ -14,6 +14,8 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privgames.mechanisms.gaussian import analytic_epsilon
+
 SCHEDULES = ("harmonic", "geometric")
 
 
@@ -69,7 +71,7 @@ def variance_bound(c: ArrayLike, n: int, phi: ArrayLike | None = None) -> float:
 
 
 def epsilon(K: int, delta: float, c: ArrayLike, d: ArrayLike | None = None,
-            phi: ArrayLike | None = None) -> float:
+            phi: ArrayLike | None = None, paper: bool = False) -> float:
     """Theorem 3: privacy budget of K-step SI-PPSP with Laplace noise against a global
     eavesdropper, for delta-adjacent secrets.
 
@@ -78,7 +80,10 @@ def epsilon(K: int, delta: float, c: ArrayLike, d: ArrayLike | None = None,
     scale ``b``. The paper's proof uses scale ``b = v`` while its protocol gives ``beta`` standard
     deviation ``v`` (scale ``v/sqrt(2)``); we keep the protocol's convention, so the budget is
     ``sqrt(2)`` times the printed one: harmonic ``sqrt(2) delta K ((K-1)/2 + d_M) / c_m``,
-    geometric ``sqrt(2) delta (1 - phi_m^K) / (c_m (phi_m^(K-1) - phi_m^K))``.
+    geometric ``sqrt(2) delta (1 - phi_m^K) / (c_m (phi_m^(K-1) - phi_m^K))``. The K steps
+    compose by basic (pure-DP) composition, which is exact here: the privacy loss attains
+    the sum when every ``S_i(k)`` lies beyond the neighbouring secret. ``paper=True`` gives the
+    printed budget (Laplace scale ``v``).
     """
     c_m = float(np.min(c))
     if phi is None:
@@ -87,7 +92,25 @@ def epsilon(K: int, delta: float, c: ArrayLike, d: ArrayLike | None = None,
     else:
         p = float(np.min(phi))
         total = (1.0 - p**K) / (p ** (K - 1) - p**K)
-    return math.sqrt(2.0) * delta * total / c_m
+    return (1.0 if paper else math.sqrt(2.0)) * delta * total / c_m
+
+
+def gaussian_epsilon(K: int, delta: float, c: ArrayLike, d: ArrayLike | None = None,
+                     phi: ArrayLike | None = None, dp_delta: float = 1e-5) -> float:
+    """Exact epsilon of K-step SI-PPSP with Gaussian noise (Theorem 3 covers Laplace only).
+
+    The eavesdropper's view of node ``i`` is ``S_i(k) = s_i - beta_i(k)``, ``k < K``
+    (:func:`eavesdropper_statistics`): K Gaussian releases of ``s_i`` with sensitivity
+    ``delta`` and standard deviations ``v_i(k)``. Their privacy-loss distributions compose by
+    adding ``mu_k = delta^2 / (2 v_i(k)^2)``, i.e. one Gaussian release with
+    ``sigma^-2 = sum_k v_i(k)^-2``; the exact epsilon at ``dp_delta`` is the analytic Gaussian's
+    (:func:`~privgames.mechanisms.gaussian.analytic_epsilon`), for the worst node.
+    """
+    k = np.arange(K)[:, None]
+    c = np.atleast_1d(np.asarray(c, dtype=float))
+    v = noise_std(k, c, d, phi)
+    sigma = float(np.min(np.sum(v**-2.0, axis=0) ** -0.5))
+    return float(analytic_epsilon(sigma, dp_delta, delta))
 
 
 def _privacy_coefficient(K: int, delta: float, d: float = 0.0) -> float:
