@@ -194,20 +194,35 @@ def thresholds(rows: pd.DataFrame) -> plt.Figure:
 
 
 def participation(rows: pd.DataFrame) -> plt.Figure:
-    """Participants and attack success per round, a line per p; the attack success predicted
-    for the final participation (eq 31 / corrected eq 32) is dashed."""
+    """Participants and attack success per round, a colour per p (line style: attacker). The
+    theory, dotted in the same colour: the largest K whose threshold admits p (left) and the
+    failure probability of eq (31) / corrected eq (32) at each round's participation (right)."""
+    from privgames.mechanisms.sar import failure_probability
+
+    ps = sorted(rows["p"].unique())
+    palette = dict(zip(ps, sns.color_palette("viridis", n_colors=len(ps)), strict=True))
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    wide = rows.pivot_table(index=["p", "attacker", "population", "round"], columns="metric",
+                            values="value").reset_index()
+    wide["theory"] = [failure_probability(int(k), p, a) if k >= 3 else np.nan for k, p, a in
+                      zip(wide["participants"], wide["p"], wide["attacker"], strict=True)]
     for ax, metric in zip(axes, ("participants", "success_rate"), strict=True):
-        sel = rows[rows["metric"] == metric]
-        sns.lineplot(sel, x="round", y="value", hue="p", style="attacker", ax=ax,
-                     palette="viridis", errorbar=None)
+        sns.lineplot(wide, x="round", y=metric, hue="p", style="attacker", ax=ax,
+                     palette=palette, errorbar=None)
         ax.set(xlabel="round", ylabel=metric.replace("_", " "))
         _integer_ticks(ax)
+    for (p, attacker), g in wide.groupby(["p", "attacker"]):
+        axes[1].plot(*zip(*g.groupby("round")["theory"].mean().items(), strict=True), ":",
+                     color=palette[p], lw=1.2)
+        admitted = rows[(rows["metric"] == "predicted_largest_admitting_K") & (rows["p"] == p)
+                        & (rows["attacker"] == attacker)]["value"]
+        if not admitted.empty:
+            axes[0].axhline(admitted.iloc[0], linestyle=":", color=palette[p], lw=1.2)
+    for ax in axes:
+        ax.plot([], [], ":", color="grey", label="theory (dotted)")
         _legend_outside(ax)
-    pred = rows[rows["metric"] == "predicted_largest_admitting_K"]
-    for _, r in pred.drop_duplicates(["p", "attacker"]).iterrows():
-        axes[0].axhline(r["value"], linestyle="--", lw=0.7, color="grey")
-    axes[0].set_title("participants (dashed: largest K whose threshold admits p)")
+    axes[0].set_title("participants (dotted: largest K admitting p)")
+    axes[1].set_title("attack success (dotted: eq 31 / 32 at the participation)")
     fig.tight_layout()
     return fig
 
@@ -257,15 +272,24 @@ def example2(rows: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def theory_vs_measured(rows: pd.DataFrame, x: str, theory: str, measured: str) -> plt.Figure:
-    """A theoretical quantity (dashed) and its measured counterpart (markers) against ``x``."""
+def theory_vs_measured(rows: pd.DataFrame, x: str, theory: str, measured: str,
+                       yscale: str = "log") -> plt.Figure:
+    """A theoretical quantity (dashed) and its measured counterpart (markers, 2 pooled SE where
+    the measurement is a Monte-Carlo mean) against ``x``, a colour per method."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    for metric, style in ((theory, "--"), (measured, "-")):
-        sel = rows[rows["metric"] == metric].assign(quantity=metric)
-        sns.lineplot(sel, x=x, y="value", hue="method", style="quantity", ax=ax,
-                     linestyle=style, marker="o", errorbar=None)
-    ax.set(xscale="log", yscale="log", xlabel=x,
-           ylabel=f"{measured} (solid) vs {theory} (dashed)")
+    has_se = (rows["metric"] == f"{measured}_var").any()
+    for colour, (method, g) in zip(sns.color_palette(), rows.groupby("method"), strict=False):
+        t = g[g["metric"] == theory].groupby(x)["value"].mean()
+        ax.plot(t.index, t.to_numpy(), "--", color=colour, label=f"{theory} ({method})")
+        if has_se:
+            m = pooled(g, measured, [x], theory=theory.removeprefix(f"{measured}_"))
+            ax.errorbar(m[x], m[measured], yerr=2 * m[f"{measured}_se"], fmt="o",
+                        color=colour, capsize=3, label=f"{measured} ({method}, 2 SE)")
+        else:
+            m = g[g["metric"] == measured].groupby(x)["value"].max()
+            ax.plot(m.index, m.to_numpy(), "o", color=colour, label=f"{measured} ({method})")
+    ax.set(xscale="log", yscale=yscale, xlabel=x,
+           ylabel=f"{measured} (markers) vs {theory} (dashed)")
     _legend_outside(ax)
     fig.tight_layout()
     return fig
@@ -291,14 +315,16 @@ def tradeoff(rows: pd.DataFrame) -> plt.Figure:
 
 def learned_c(rows: pd.DataFrame) -> plt.Figure:
     """Each node's c per best-response round (population 0), per weighting, with Theorem 4's
-    optimum (dashed)."""
+    optimum for the summed weights (dashed, same colour)."""
     sel = rows[(rows["metric"] == "c") & (rows["population"] == 0)]
+    methods = sorted(sel["method"].unique())
+    palette = dict(zip(methods, sns.color_palette(n_colors=len(methods)), strict=True))
     fig, ax = plt.subplots(figsize=(7, 4))
     sns.lineplot(sel, x="round", y="value", hue="method", units="node", estimator=None, ax=ax,
-                 lw=0.8)
+                 lw=0.8, palette=palette)
     optimum = rows[(rows["metric"] == "optimal_c") & (rows["population"] == 0)]
-    for colour, (_, r) in zip(sns.color_palette(), optimum.iterrows(), strict=False):
-        ax.axhline(r["value"], linestyle="--", color=colour, lw=1.2)
+    for _, r in optimum.iterrows():
+        ax.axhline(r["value"], linestyle="--", color=palette[r["method"]], lw=1.2)
     ax.plot([], [], "--", color="grey", label="Theorem 4 optimum")
     ax.set(yscale="log", xlabel="best-response round", ylabel="c_i",
            title="Nodes learning their noise scale")

@@ -352,7 +352,8 @@ register(Experiment(
     defaults={"n": 5, "K": 30, "replications": 400},
     paper={"c": [1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0], "replications": 4000},
     populations=2,
-    plot=figure("theory_vs_measured", "c", "accuracy_bound", "accuracy"),
+    plot=figure("theory_vs_measured", "c", "accuracy_bound", "accuracy",
+                yscale="linear"),
     **_ATTACKS,
 ))
 
