@@ -128,7 +128,8 @@ def epsilon_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFra
     loss_b = ppsp.privacy_loss(stats[:, :, :1] + config.delta, std[:, :1], s0,
                                s0 + config.delta)[:, 0]
     correct = np.concatenate([loss_a > 0, loss_b <= 0]).astype(float)
-    eps = model.predicted()["epsilon"]
+    theory = model.predicted()
+    eps = theory["epsilon"]
     estimate, var = ppsp.best_linear_estimate(stats, std)
     sq = (estimate - model.secrets[:config.n]) ** 2
     messages = np.moveaxis(model.record().messages, 0, 1)  # node 0's neighbours: n-1 and 1
@@ -138,6 +139,7 @@ def epsilon_unit(config: PPSPConfig, seed: np.random.SeedSequence) -> pd.DataFra
             *mean_rows("eavesdropper_mse", sq.mean(axis=1), float(var.mean())),
             *mean_rows("neighbours_mse", (local[:, 0] - s0) ** 2, float(local_var[0])),
             {"metric": "epsilon", "value": eps},
+            {"metric": "epsilon_paper", "value": theory["epsilon_paper"]},
             {"metric": "max_privacy_loss", "value": float(loss_a.max())}]
     return pd.DataFrame(rows).assign(method=config.schedule)
 
@@ -151,7 +153,8 @@ def epsilon_summary(by: list[str]):
             table = table.merge(pooled(rows, name, by), on=[*by, "method"])
         z = pd.concat([(table[m] - table[f"{m}_predicted"]).abs() / table[f"{m}_se"]
                        for m in ("eavesdropper_mse", "neighbours_mse")])
-        for metric, how in (("epsilon", "first"), ("max_privacy_loss", "max")):
+        for metric, how in (("epsilon", "first"), ("epsilon_paper", "first"),
+                            ("max_privacy_loss", "max")):
             table = table.merge(rows[rows["metric"] == metric].groupby([*by, "method"])["value"]
                                 .agg(how).rename(metric).reset_index(), on=[*by, "method"])
         excess = (table["accuracy"] - table["accuracy_bound"]) / table["accuracy_se"].where(
