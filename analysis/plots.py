@@ -332,3 +332,77 @@ def learned_c(rows: pd.DataFrame) -> plt.Figure:
     _legend_outside(ax, "weighting")
     fig.tight_layout()
     return fig
+
+
+def pricing_trace(rows: pd.DataFrame) -> plt.Figure:
+    """Best-response traces (population 0): each client's noise per round, its target (eq 11
+    under prices, eq 10 without) dotted at the right; the social cost per round against the
+    printed profiles' and the true optimum's (dashed)."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    sigma = rows[(rows["metric"] == "sigma") & (rows["population"] == 0)]
+    agents = rows[(rows["metric"] == "distance") & (rows["population"] == 0)]
+    learned = sigma[sigma["method"] == "learned"].sort_values("client")
+    ax = axes[0]
+    ax.plot(agents["round"], agents["value"].clip(lower=1e-12), "-o", ms=3, label="measured")
+    ax.axhline(1e-6, linestyle=":", color="grey", label="tolerance 1e-6")
+    ax.set(yscale="log", xlabel="best-response round", ylabel="max_i |sigma_i / target_i - 1|",
+           title=f"distance to the predicted profile ({int(learned['value'].size)} clients)")
+    _integer_ticks(ax)
+    _legend_outside(ax)
+    ax = axes[1]
+    cost = rows[(rows["metric"] == "social_cost") & (rows["population"] == 0)]
+    ax.plot(cost["round"], cost["value"], "-", label="learned profile")
+    final = rows[(rows["population"] == 0) & rows["round"].isna()]
+    for metric, style, label in (("eq10_social_cost", "--", "eq (10) profile"),
+                                 ("eq11_social_cost", "-.", "eq (11) profile"),
+                                 ("optimal_social_cost", ":", "true optimum")):
+        v = final.loc[final["metric"] == metric, "value"]
+        if not v.empty and np.isfinite(v.iloc[0]):
+            ax.axhline(v.iloc[0], linestyle=style, color="grey", label=label)
+    ax.set(yscale="log", xlabel="best-response round", ylabel="social cost (eq 6)",
+           title="social cost")
+    _integer_ticks(ax)
+    _legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def pricing_fig1(rows: pd.DataFrame) -> plt.Figure:
+    """Fig 1: social cost of the learned end point vs the variance of the types, with and
+    without prices (markers, 2 SE over populations), and the true optimum (dashed); one panel
+    per aggregation rule."""
+    final = rows[rows["metric"].isin(["social_cost", "optimal_social_cost"])].copy()
+    final["variance"] = final["alpha_std"] ** 2
+    rules = sorted(final["aggregation"].unique())
+    fig, axes = plt.subplots(1, len(rules), figsize=(6.2 * len(rules), 4.2), squeeze=False)
+    for ax, rule in zip(axes[0], rules, strict=True):
+        sel = final[final["aggregation"] == rule]
+        learned = sel[sel["metric"] == "social_cost"].assign(
+            prices=lambda f: f["pricing"].map({True: "with prices", False: "without prices"}))
+        sns.lineplot(learned, x="variance", y="value", hue="prices", marker="o", ax=ax,
+                     errorbar=("se", 2), err_style="bars")
+        opt = sel[sel["metric"] == "optimal_social_cost"].groupby("variance")["value"].mean()
+        ax.plot(opt.index, opt.to_numpy(), "k--", label="true optimum")
+        ax.set(yscale="log", xlabel="variance of alpha", ylabel="social cost (eq 6)",
+               title=f"{rule} aggregation")
+        _legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def pricing_poa(rows: pd.DataFrame) -> plt.Figure:
+    """PoA of the learned equilibrium vs N (markers) and Proposition 3's family (dashed)."""
+    from privgames.mechanisms.pricing import poa_family
+
+    poa = rows[rows["metric"] == "poa"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sns.lineplot(poa, x="N", y="value", hue="aggregation", marker="o", ax=ax, errorbar=None,
+                 linestyle="none")
+    n = np.unique(poa["N"])
+    alpha = 0.5
+    ax.plot(n, [poa_family(int(k), alpha) for k in n], "k--", label="family (eq 10 / eq 11)")
+    ax.set(xscale="log", yscale="log", xlabel="N clients (equal types)",
+           ylabel="PoA (learned / optimum)", title="Proposition 3: unbounded PoA")
+    _legend_outside(ax)
+    fig.tight_layout()
+    return fig

@@ -48,14 +48,15 @@ def read_parquet(path: Path) -> pd.DataFrame:
 
 
 def to_json_value(value: Any) -> Any:
-    """Plain JSON: numpy scalars and arrays become Python numbers and lists, NaN becomes null."""
+    """Plain JSON: numpy scalars and arrays become Python numbers and lists, NaN becomes null
+    (infinities stay: Python's ``json`` writes and reads them as ``Infinity``)."""
     if isinstance(value, dict):
         return {str(k): to_json_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple | np.ndarray):
         return [to_json_value(v) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
+    if isinstance(value, float) and math.isnan(value):
         return None
     return value
 

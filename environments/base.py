@@ -32,8 +32,11 @@ class Environment(mesa.Model):
         return self.config.rounds
 
     def run(self, rounds: int | None = None) -> Self:
-        """Run ``rounds`` rounds (default :meth:`rounds_left`) and return the model."""
+        """Run ``rounds`` rounds (default :meth:`rounds_left`), or until the model sets
+        Mesa's ``running`` to False (its dynamics settled), and return the model."""
         for _ in range(self.rounds_left() if rounds is None else rounds):
+            if not self.running:
+                break
             self.step()
         return self
 

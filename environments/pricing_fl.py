@@ -1,0 +1,249 @@
+"""The pricing FL game: clients learn their noise by best response, with or without prices.
+
+Clients are Mesa agents over one noise array; each round every client (at once, or in turn in
+a random order) moves toward its global best response to what it observes. The theory (eq 10,
+eq 11, the true social optimum, the corrected penalties) comes from
+``privgames.mechanisms.pricing`` and is only used to measure the distance.
+Paper: ``papers/pricing-fl-noise.txt``, sections II-III.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import mesa
+import numpy as np
+from numpy.typing import NDArray
+
+from privgames.agents.fl_client import FLClient
+from privgames.environments.base import Environment
+from privgames.environments.config import (
+    ConfigError,
+    check_choice,
+    check_int,
+    check_real,
+    check_reals,
+)
+from privgames.environments.streams import Seed, generator, spawn
+from privgames.mechanisms.pricing import (
+    AGGREGATIONS,
+    _others,
+    _reference_scale,
+    compensation,
+    equilibrium_noise,
+    expected_penalty,
+    global_best_response,
+    is_equilibrium,
+    optimal_noise,
+    penalty_coefficients,
+    social_cost,
+    social_optimum,
+)
+
+UPDATES = ("simultaneous", "sequential")
+INFORMATION = ("complete",)
+
+
+@dataclass(frozen=True)
+class PricingConfig:
+    """Parameters of one population of the pricing game.
+
+    Attributes:
+        N: clients (>= 2).
+        alpha: the clients' sensitivities (N numbers in [0, 1]); ``None`` draws them from a
+            normal with ``alpha_mean`` and ``alpha_std``, clipped to ``[alpha_floor,
+            1 - alpha_floor]`` (the first-order conditions need ``alpha`` inside (0, 1)).
+        kappa, L_F, c, S: the loss bound's constant and smoothness (eq 9), the Gaussian
+            mechanism's constant and sensitivity (eq 4); all > 0.
+        pricing: charge Definition 4's prices (with the corrected coefficients).
+        aggregation: ``mle`` (eq 8) or ``mean`` (eq 7).
+        information: ``complete`` (section III).
+        rounds: best-response rounds at most (the run stops once no client moves by more
+            than ``tolerance``); ``update``: ``sequential`` (in turn, a random order each
+            round: always reached an equilibrium here) or ``simultaneous`` (all at once,
+            vectorised, for large N; it can cycle under the MLE rule); ``damping``: weight of
+            the best response in the move, in (0, 1], applied to the precision ``1 / sigma``.
+        start: the clients' first noise, as a multiple of each one's eq (11) level.
+        tolerance: relative change below which the dynamics count as settled.
+        replications: Monte-Carlo draws of the noisy updates for the payments.
+    """
+
+    N: int = 10
+    alpha: tuple[float, ...] | None = None
+    alpha_mean: float = 0.5
+    alpha_std: float = 0.2
+    alpha_floor: float = 0.01
+    kappa: float = 1.0
+    L_F: float = 1.0
+    c: float = 1.0
+    S: float = 1.0
+    pricing: bool = False
+    aggregation: str = "mle"
+    information: str = "complete"
+    rounds: int = 100
+    update: str = "sequential"
+    damping: float = 0.5
+    start: float = 3.0
+    tolerance: float = 1e-9
+    replications: int = 2000
+
+    def __post_init__(self) -> None:
+        check_int("N", self.N, 2)
+        if self.alpha is not None:
+            values = check_reals("alpha", self.alpha, 0.0)
+            for i, v in enumerate(values):
+                check_real(f"alpha[{i}]", v, 0.0, 1.0)
+            if len(values) != self.N:
+                raise ConfigError(f"alpha has {len(values)} entries: it must have N={self.N}")
+            object.__setattr__(self, "alpha", values)
+        check_real("alpha_mean", self.alpha_mean, 0.0, 1.0)
+        check_real("alpha_std", self.alpha_std, 0.0)
+        check_real("alpha_floor", self.alpha_floor, 0.0, 0.5, low_open=True, high_open=True)
+        for name in ("kappa", "L_F", "c", "S"):
+            check_real(name, getattr(self, name), 0.0, low_open=True)
+        if not isinstance(self.pricing, bool):
+            raise ConfigError(f"pricing={self.pricing!r} is not allowed: pricing must be true "
+                              "or false")
+        check_choice("aggregation", self.aggregation, AGGREGATIONS)
+        check_choice("information", self.information, INFORMATION)
+        check_int("rounds", self.rounds, 1)
+        check_choice("update", self.update, UPDATES)
+        check_real("damping", self.damping, 0.0, 1.0, low_open=True)
+        check_real("start", self.start, 0.0, low_open=True)
+        check_real("tolerance", self.tolerance, 0.0, low_open=True)
+        check_int("replications", self.replications, 1)
+
+
+class PricingFLModel(Environment):
+    """Clients learn their noise; the server aggregates and (optionally) charges prices.
+
+    Attributes:
+        config: the validated configuration.
+        alpha: the clients' private sensitivities (the theory's input, not the agents').
+        sigma: the clients' noise levels (``inf``: opted out), owned by the model.
+        beta: each client's penalty coefficient (0 without pricing); ``q``: the compensation.
+        clients: the ``FLClient`` agents (an ``AgentSet``, by index).
+    """
+
+    def __init__(self, config: PricingConfig, seed: Seed = None) -> None:
+        own, self._payment_seed = spawn(seed, 2)
+        super().__init__(config, own)
+        c = config
+        self.alpha = (np.array(c.alpha) if c.alpha is not None else np.clip(
+            self.rng.normal(c.alpha_mean, c.alpha_std, c.N), c.alpha_floor, 1 - c.alpha_floor))
+        self.game = (c.kappa, c.L_F, c.c, c.S)
+        self._theory: dict[str, NDArray] | None = None
+        interior = bool(np.all((self.alpha > 0) & (self.alpha < 1)))
+        self.beta = (penalty_coefficients(self.alpha, *self.game, c.aggregation)
+                     if c.pricing else np.zeros(c.N))
+        if c.pricing and not interior:
+            raise ConfigError("pricing needs every alpha_i inside (0, 1): the penalties are "
+                              "built from eq (11), which has no interior solution otherwise")
+        start = (optimal_noise(self.alpha, *self.game, c.aggregation) if interior
+                 else np.ones(c.N))
+        self.sigma = c.start * start
+        self.q = compensation(self.beta, self.predicted()["target"]) if c.pricing else 0.0
+        self.clients = FLClient.create_agents(self, c.N, index=list(range(c.N)),
+                                              alpha=list(self.alpha))
+        self.datacollector = mesa.DataCollector(
+            model_reporters={"social_cost": PricingFLModel.social_cost,
+                             "distance": PricingFLModel.distance,
+                             "participants": lambda m: int(np.sum(np.isfinite(m.sigma))),
+                             "change": lambda m: m.change},
+            agent_reporters={"sigma": "sigma"})
+        self.change = math.nan
+
+    # --- what the clients observe ---------------------------------------------------------
+    def observe_others(self) -> NDArray:
+        """Each client's view of the rest of the aggregate, inferred from the published error
+        scale ``Delta`` and its own noise (``Delta^-2 - sigma_i^-2`` for MLE, ``N^2 Delta^2 -
+        sigma_i^2`` for the mean)."""
+        return _others(self.sigma, self.config.aggregation)
+
+    def reference_scale(self) -> float:
+        return _reference_scale(self.sigma, *self.game)
+
+    def damped(self, sigma: NDArray, target: NDArray) -> NDArray:
+        """Move ``damping`` of the way to ``target`` in precision ``1/sigma``. A client whose
+        best response is to opt out fades out (its precision shrinks by ``1 - damping`` a
+        round) and counts as out once its precision is below ``1e-6`` of the largest
+        client's: leaving at once would let all clients leave together, a coordination failure
+        of simultaneous moves."""
+        lam = self.config.damping
+        with np.errstate(divide="ignore"):
+            x = (1 - lam) / sigma + lam / target
+            top = float(np.max(1.0 / self.sigma))
+            gone = np.isinf(target) & (x < 1e-6 * top)
+            return np.where(gone, np.inf, 1.0 / x)
+
+    # --- protocol ---------------------------------------------------------------------------
+    def step(self) -> None:
+        """One round: every client moves toward its global best response."""
+        before = self.sigma.copy()
+        c = self.config
+        if c.update == "sequential":
+            self.clients.shuffle_do("respond")
+        else:
+            target = global_best_response(self.observe_others(), self.alpha, self.beta, c.N,
+                                          *self.game, c.aggregation, self.reference_scale())
+            self.sigma = self.damped(self.sigma, target)
+        with np.errstate(invalid="ignore"):
+            rel = np.abs(np.where(before == self.sigma, 0.0, self.sigma / before - 1.0))
+        self.change = float(np.max(rel))
+        self.datacollector.collect(self)
+        self.running = self.change > self.config.tolerance  # settled: nothing moves any more
+
+    def rounds_to_settle(self) -> int | None:
+        """First round after which no client's noise moves by more than ``tolerance``."""
+        change = self.results()["change"].to_numpy()
+        calm = np.flatnonzero(change > self.config.tolerance)
+        if calm.size == change.size:
+            return None
+        return int(calm[-1] + 2) if calm.size else 1
+
+    # --- measurement and theory -------------------------------------------------------------
+    def social_cost(self) -> float:
+        return social_cost(self.sigma, self.alpha, *self.game, self.config.aggregation)
+
+    def distance(self) -> float:
+        """Largest relative distance of the noise to the profile the setting predicts."""
+        target = self.predicted()["target"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = np.abs(np.where(self.sigma == target, 0.0, self.sigma / target - 1.0))
+        return float(np.max(np.where(np.isnan(rel), np.inf, rel)))
+
+    def predicted(self) -> dict[str, NDArray]:
+        """Eq (10), eq (11), the true social optimum, and the target of the dynamics: eq (11)
+        under pricing (what the penalties implement), eq (10) without."""
+        if self._theory is None:
+            c = self.config
+            interior = bool(np.all((self.alpha > 0) & (self.alpha < 1)))
+            nan = np.full(c.N, np.nan)
+            eq10 = equilibrium_noise(self.alpha, *self.game, c.aggregation) if interior else nan
+            eq11 = optimal_noise(self.alpha, *self.game, c.aggregation) if interior else nan
+            self._theory = {"eq10": eq10, "eq11": eq11,
+                            "optimum": social_optimum(self.alpha, *self.game, c.aggregation),
+                            "target": eq11 if c.pricing else eq10}
+        return self._theory
+
+    def is_equilibrium(self) -> bool:
+        """Every client at a global best response (prices included)."""
+        return bool(np.all(is_equilibrium(self.sigma, self.alpha, *self.game,
+                                          self.beta if self.config.pricing else None,
+                                          self.config.aggregation)))
+
+    def net_payments(self) -> NDArray:
+        """Mean net payment over clients, ``mean_i P_i``, in each of ``replications`` rounds of
+        noisy updates at the current profile (Definition 4; 0 without pricing)."""
+        c = self.config
+        if not c.pricing:
+            return np.zeros(c.replications)
+        rng = generator(self._payment_seed)
+        noise = self.sigma * rng.standard_normal((c.replications, c.N))
+        gap = noise - noise.mean(axis=1, keepdims=True)
+        return (self.beta * gap**2).mean(axis=1) - self.q
+
+    def expected_net_payment(self) -> float:
+        """Ex-ante ``mean_i E[P_i]`` at the current profile."""
+        return float(np.mean(self.beta * expected_penalty(self.sigma)) - self.q)
