@@ -335,24 +335,35 @@ def learned_c(rows: pd.DataFrame) -> plt.Figure:
 
 
 def pricing_trace(rows: pd.DataFrame) -> plt.Figure:
-    """Best-response traces (population 0): each client's noise per round, its target (eq 11
-    under prices, eq 10 without) dotted at the right; the social cost per round against the
-    printed profiles' and the true optimum's (dashed)."""
+    """Best-response traces (population 0): each client's noise per round (opted-out clients
+    drawn at the top edge), with the profile the setting predicts (eq 11 under prices, eq 10
+    without; dotted, same colour); the social cost per round against the printed profiles' and
+    the true optimum's."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    sigma = rows[(rows["metric"] == "sigma") & (rows["population"] == 0)]
-    agents = rows[(rows["metric"] == "distance") & (rows["population"] == 0)]
-    learned = sigma[sigma["method"] == "learned"].sort_values("client")
+    pop = rows[rows["population"] == 0]
+    paths = pop[pop["metric"] == "sigma_path"]
+    priced = pop.loc[pop["metric"] == "priced", "value"]
+    target = "eq11" if (not priced.empty and priced.iloc[0] == 1.0) else "eq10"
+    predicted = pop[(pop["metric"] == "sigma") & (pop["method"] == target)]
     ax = axes[0]
-    ax.plot(agents["round"], agents["value"].clip(lower=1e-12), "-o", ms=3, label="measured")
-    ax.axhline(1e-6, linestyle=":", color="grey", label="tolerance 1e-6")
-    ax.set(yscale="log", xlabel="best-response round", ylabel="max_i |sigma_i / target_i - 1|",
-           title=f"distance to the predicted profile ({int(learned['value'].size)} clients)")
+    finite = paths.loc[np.isfinite(paths["value"]), "value"]
+    top = float(finite.max()) * 3 if not finite.empty else 1.0
+    palette = sns.color_palette("viridis", n_colors=max(paths["client"].nunique(), 1))
+    for colour, (client, g) in zip(palette, paths.groupby("client"), strict=False):
+        ax.plot(g["round"], g["value"].clip(upper=top), "-", color=colour, lw=1)
+        p = predicted.loc[predicted["client"] == client, "value"]
+        if not p.empty and np.isfinite(p.iloc[0]):
+            ax.axhline(p.iloc[0], linestyle=":", color=colour, lw=0.8)
+    ax.plot([], [], "-", color="grey", label="learned sigma_i")
+    ax.plot([], [], ":", color="grey", label=f"{target.replace('eq', 'eq (')}) profile")
+    ax.set(yscale="log", xlabel="best-response round", ylabel="sigma_i (top edge: opted out)",
+           title="clients' noise")
     _integer_ticks(ax)
     _legend_outside(ax)
     ax = axes[1]
-    cost = rows[(rows["metric"] == "social_cost") & (rows["population"] == 0)]
+    cost = pop[pop["metric"] == "social_cost"]
     ax.plot(cost["round"], cost["value"], "-", label="learned profile")
-    final = rows[(rows["population"] == 0) & rows["round"].isna()]
+    final = pop[pop["round"].isna()]
     for metric, style, label in (("eq10_social_cost", "--", "eq (10) profile"),
                                  ("eq11_social_cost", "-.", "eq (11) profile"),
                                  ("optimal_social_cost", ":", "true optimum")):

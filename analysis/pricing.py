@@ -15,6 +15,8 @@ from privgames.analysis.metrics import mean_rows, pooled
 from privgames.environments.pricing_fl import PricingConfig, PricingFLModel
 from privgames.mechanisms.pricing import is_equilibrium, poa_family, social_cost
 
+#: Largest N whose per-round, per-client noise goes into the rows (the traces).
+TRACE_LIMIT = 200
 #: Profiles reported per client: learned, and the theory's three.
 PROFILES = ("learned", "eq10", "eq11", "optimum")
 
@@ -23,7 +25,8 @@ def pricing_unit(config: PricingConfig, seed: np.random.SeedSequence) -> pd.Data
     """One population: the best-response path, the end point against the theory, payments.
 
     Rows: per round ``social_cost``, ``distance`` (to eq 11 under pricing, eq 10 without),
-    ``participants``, ``change``; per client ``sigma`` of each profile (``method``); final
+    ``participants``, ``change`` and (N <= ``TRACE_LIMIT``) each client's ``sigma_path``; per
+    client ``sigma`` of each profile (``method``); final
     metrics (``method`` ``learned``): the end point's social cost, the true optimum's, the
     printed profiles' (eq 10, eq 11), PoA, whether each profile is what the paper calls it,
     and the net payments (``net_payment`` with ``_var``, ``_n``, ``_predicted`` = 0).
@@ -33,6 +36,11 @@ def pricing_unit(config: PricingConfig, seed: np.random.SeedSequence) -> pd.Data
     theory = model.predicted()
     trajectory = model.results().melt(id_vars="round", var_name="metric").assign(
         method="learned")
+    if config.N <= TRACE_LIMIT:  # every client's noise per round
+        paths = model.datacollector.get_agent_vars_dataframe()["sigma"].reset_index()
+        trajectory = pd.concat([trajectory, pd.DataFrame({
+            "round": paths["Step"].to_numpy(), "metric": "sigma_path", "method": "learned",
+            "client": paths["AgentID"].to_numpy() - 1, "value": paths["sigma"].to_numpy()})])
     profiles = pd.concat([pd.DataFrame({"method": name, "metric": "sigma",
                                         "client": np.arange(config.N), "value": sigma})
                           for name, sigma in (("learned", model.sigma),
@@ -56,6 +64,7 @@ def pricing_unit(config: PricingConfig, seed: np.random.SeedSequence) -> pd.Data
         "rounds_to_settle": np.nan if settle is None else float(settle),
         "participants": float(np.sum(np.isfinite(model.sigma))),
         "expected_net_payment": model.expected_net_payment(),
+        "priced": float(config.pricing),
     }
     final = pd.DataFrame([{"metric": k, "value": float(v)} for k, v in finals.items()]
                          + mean_rows("net_payment", model.net_payments(), 0.0))
@@ -230,8 +239,8 @@ register(Experiment(
     summarize=poa_summary,
     claims=poa_claims,
     plot=figure("pricing_poa"),
-    grid={"N": [2, 5, 10, 50, 200, 1000], "aggregation": ["mean", "mle"]},
-    defaults={"alpha_std": 0.0, "rounds": 80, "replications": 10},
+    grid={"N": [2, 5, 10, 50, 200, 1000], "aggregation": ["mean"]},
+    defaults={"alpha_std": 0.0, "rounds": 80, "replications": 10, "update": "simultaneous"},
     paper={"N": [2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000]},
     populations=1,
     table_caption="Per N and rule: PoA of the learned end point (social cost over the true "

@@ -245,5 +245,7 @@ class PricingFLModel(Environment):
         return (self.beta * gap**2).mean(axis=1) - self.q
 
     def expected_net_payment(self) -> float:
-        """Ex-ante ``mean_i E[P_i]`` at the current profile."""
+        """Ex-ante ``mean_i E[P_i]`` at the current profile (0 without pricing)."""
+        if not self.config.pricing:
+            return 0.0
         return float(np.mean(self.beta * expected_penalty(self.sigma)) - self.q)
