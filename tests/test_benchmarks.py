@@ -44,3 +44,9 @@ def test_ppsp_benchmark():
     assert _finite(report["vectorized"]["ratio_to_raw"], report["mesa"]["speedup"])
     memory = report["memory"]
     assert memory["peak_traced_MiB"] < 0.25 * memory["all_steps_would_be_MiB"]
+
+
+def test_pricing_benchmark():
+    report = _report("bench_pricing.py")
+    assert _finite(report["solve_eq10_eq11_s"], report["best_response_round_s"],
+                   report["vectorised_over_loop"])
