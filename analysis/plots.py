@@ -417,3 +417,39 @@ def pricing_poa(rows: pd.DataFrame) -> plt.Figure:
     _legend_outside(ax)
     fig.tight_layout()
     return fig
+
+
+def pricing_bne(rows: pd.DataFrame) -> plt.Figure:
+    """Best misreport gain per grid point with the mechanism, with penalties only, and without
+    prices (0 line: truthful is a BNE at or below it)."""
+    sel = rows[rows["metric"].isin(["max_gain_full", "max_gain_penalties", "max_gain_none"])
+               & rows["round"].isna()].copy()
+    sel["point"] = [f"eta={e}, aL={a}, aH={b}" for e, a, b in
+                    zip(sel["eta"], sel["alpha_L"], sel["alpha_H"], strict=True)]
+    sel["prices"] = sel["metric"].str.removeprefix("max_gain_")
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    sns.barplot(sel, x="point", y="value", hue="prices", ax=ax)
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set(xlabel="", ylabel="best gain from misreporting",
+           title="Truthfulness by enumeration (theory: <= 0 with the full mechanism)")
+    ax.tick_params(axis="x", rotation=60, labelsize="small")
+    _legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def pricing_fig2(rows: pd.DataFrame) -> plt.Figure:
+    """Fig 2: expected social cost vs eta, with the mechanism (markers), without prices, and the
+    optimum (dashed)."""
+    sel = rows[rows["round"].isna()]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for metric, style, label in (("expected_social_cost", "o", "with the mechanism (learned)"),
+                                 ("selfish_social_cost", "s-", "without prices"),
+                                 ("optimal_social_cost", "k--", "optimum")):
+        g = sel[sel["metric"] == metric].groupby("eta")["value"].mean()
+        ax.plot(g.index, g.to_numpy(), style, label=label)
+    ax.set(xlabel="eta (share of low-sensitivity clients)", ylabel="expected social cost",
+           title="Fig 2: incomplete information")
+    _legend_outside(ax)
+    fig.tight_layout()
+    return fig

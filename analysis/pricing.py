@@ -12,8 +12,11 @@ import pandas as pd
 from privgames.analysis.claims import Claim
 from privgames.analysis.experiments import Experiment, figure, register
 from privgames.analysis.metrics import mean_rows, pooled
+from privgames.environments.pricing_bayes import BayesConfig, BayesianPricingModel
 from privgames.environments.pricing_fl import PricingConfig, PricingFLModel
 from privgames.mechanisms.pricing import is_equilibrium, poa_family, social_cost
+from privgames.mechanisms.pricing_bayes import TRUTHFUL, Mechanism, case_equilibrium
+from privgames.mechanisms.pricing_bayes import deviation_gains as gains_at
 
 #: Largest N whose per-round, per-client noise goes into the rows (the traces).
 TRACE_LIMIT = 200
@@ -246,4 +249,146 @@ register(Experiment(
     table_caption="Per N and rule: PoA of the learned end point (social cost over the true "
                   "optimum) and Proposition 3's family (eq 10 over eq 11, mean rule).",
     **_PRICING,
+))
+
+
+def bne_unit(config: BayesConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
+    """Incomplete information: clients learn reports and noise under the configured mechanism;
+    truthfulness is then checked by enumeration (each type's best misreport, noise re-chosen)
+    under the full mechanism, under penalties without rewards, and without prices."""
+    model = BayesianPricingModel(config, seed).run()
+    game, full = model.game, model.design["mechanism"]
+    path = model.results().melt(id_vars="round", var_name="metric").assign(method="learned")
+    finals = {"truthful_learned": float(model.truthful()),
+              "distance": float(np.max(np.abs(model.strategy[1] / model.design["target"] - 1))),
+              "expected_social_cost": model.expected_social_cost(),
+              "optimal_social_cost": model.predicted()["optimal_social_cost"],
+              "feasible": float(model.design["feasible"]),
+              "reward_L": float(model.design["reward"][0]),
+              "reward_H": float(model.design["reward"][1]),
+              "beta_L": float(full.beta[0]), "beta_H": float(full.beta[1]), "q": full.q,
+              "rounds_to_settle": float(model.steps) if not model.running else np.nan}
+    variants = {"full": full, "penalties": Mechanism(beta=full.beta, target=full.target),
+                "none": Mechanism(target=full.target)}
+    for name, mech in variants.items():
+        s = case_equilibrium(game, mech, TRUTHFUL)
+        gains = gains_at(game, mech, s)
+        finals[f"max_gain_{name}"] = float(gains.max())
+        if name == "none":
+            finals["selfish_social_cost"] = _bne_social_cost(game, s)
+    final = pd.DataFrame([{"metric": k, "value": float(v)} for k, v in finals.items()])
+    return pd.concat([path, final.assign(method="learned")], ignore_index=True).astype(
+        {"round": "Int64"})
+
+
+def _bne_social_cost(game, s) -> float:
+    from privgames.mechanisms.pricing_bayes import expected_social_cost
+
+    return expected_social_cost(game, s)
+
+
+#: A misreport must gain more than this (relative to the cost scale) to count as profitable.
+GAIN_TOLERANCE = 1e-9
+
+
+def bne_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+    """Per grid point: the learned reports, distance to the optimum, and the enumeration's
+    best misreport gain with the mechanism, with penalties only, and without prices."""
+    by = [k for k in ("eta", "alpha_L", "alpha_H", "N", "aggregation") if k in rows.columns
+          and rows[k].nunique() > 1]
+    sel = rows[rows["round"].isna()]
+    wide = sel.pivot_table(index=[*by, "population"], columns="metric", values="value",
+                           dropna=False).reset_index()
+    table = wide.groupby(by)[[c for c in wide.columns if c not in (*by, "population")]].mean() \
+        if by else wide.drop(columns="population").mean().to_frame().T
+    table = table.reset_index() if by else table
+
+    def never(col: str) -> bool:
+        return bool((wide[col] <= GAIN_TOLERANCE).all())
+
+    return {"table": table.to_dict(orient="records"),
+            "truthful_is_bne": never("max_gain_full") and bool(
+                (wide["truthful_learned"] == 1.0).all()),
+            "truthful_without_rewards_is_bne": never("max_gain_penalties"),
+            "truthful_without_prices_is_bne": never("max_gain_none"),
+            "max_gain_full": float(wide["max_gain_full"].max()),
+            "min_gain_penalties": float(wide["max_gain_penalties"].min()),
+            "max_gain_none": float(wide["max_gain_none"].max()),
+            "max_distance": float(wide["distance"].max()),
+            "feasible": bool((wide["feasible"] == 1.0).all())}
+
+
+def bne_claims(s: Mapping[str, Any]) -> list[Claim]:
+    rule = s["parameters"]["aggregation"]
+    return [
+        Claim(f"Proposition 5 ({rule} rule): with the penalties and rewards (constants derived "
+              "from the truthfulness constraints) truthful reporting is a BNE (largest gain of a "
+              "misreport, every grid point)", 0.0, s["max_gain_full"], kind="at_most",
+              tolerance=GAIN_TOLERANCE),
+        Claim("Proposition 5: the clients' learned noise is the social optimum's (largest "
+              "relative distance)", 0.0, s["max_distance"], tolerance=1e-6),
+        Claim("without the rewards (penalties only) truthful reporting is not a BNE: some type "
+              "gains by misreporting at every grid point (smallest best gain)", 0.0,
+              s["min_gain_penalties"], kind="at_least"),
+    ]
+
+
+def fig2_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+    """Fig 2: expected social cost vs eta with the mechanism (the learned truthful BNE) and
+    without prices (the selfish BNE), against the optimum."""
+    sel = rows[rows["round"].isna()]
+    wide = sel.pivot_table(index=["eta", "population"], columns="metric", values="value",
+                           dropna=False).reset_index()
+    table = wide.groupby("eta")[["expected_social_cost", "selfish_social_cost",
+                                 "optimal_social_cost"]].mean().reset_index()
+    return {"table": table.to_dict(orient="records"),
+            "mechanism_reaches_optimum": bool(np.allclose(
+                table["expected_social_cost"], table["optimal_social_cost"], rtol=1e-6)),
+            "mechanism_lowers_cost": bool((table["expected_social_cost"]
+                                           <= table["selfish_social_cost"]).all())}
+
+
+def fig2_claims(s: Mapping[str, Any]) -> list[Claim]:
+    return [Claim("Fig 2: with the mechanism the expected social cost is the optimum at every "
+                  "eta", True, s["mechanism_reaches_optimum"], kind="true"),
+            Claim("Fig 2: the mechanism lowers the social cost at every eta", True,
+                  s["mechanism_lowers_cost"], kind="true")]
+
+
+_BAYES = {"config_type": BayesConfig, "run_unit": bne_unit, "source": "pricing-fl-noise"}
+
+register(Experiment(
+    name="pricing-bne",
+    description="Incomplete information (binary types): clients learn reports and noise; "
+                "truthful reporting checked by enumeration with the derived mechanism, with "
+                "penalties only, and without prices",
+    summarize=bne_summary,
+    claims=bne_claims,
+    plot=figure("pricing_bne"),
+    grid={"eta": [0.2, 0.5, 0.8], "alpha_L": [0.1, 0.25], "alpha_H": [0.5, 0.75]},
+    defaults={"N": 20},
+    paper={"N": 100, "eta": [0.1, 0.3, 0.5, 0.7, 0.9], "alpha_L": [0.05, 0.15, 0.25],
+           "alpha_H": [0.5, 0.75, 0.9]},
+    populations=1,
+    table_caption="Per (eta, alpha_L, alpha_H): learned truthfulness (1 = truthful), distance "
+                  "of the learned noise to the optimum, the derived constants, and the best "
+                  "misreport's gain with the mechanism (<= 0: truthful is a BNE), with penalties "
+                  "only, and without prices.",
+    **_BAYES,
+))
+
+register(Experiment(
+    name="pricing-fig2",
+    description="Fig 2: expected social cost vs eta with and without the mechanism "
+                "(alpha_L=0.25, alpha_H=0.75)",
+    summarize=fig2_summary,
+    claims=fig2_claims,
+    plot=figure("pricing_fig2"),
+    grid={"eta": [0.1, 0.3, 0.5, 0.7, 0.9]},
+    defaults={"N": 20},
+    paper={"N": 100, "eta": [round(0.1 * k, 1) for k in range(1, 10)]},
+    populations=1,
+    table_caption="Per eta: expected social cost at the learned truthful BNE with the "
+                  "mechanism, at the selfish BNE without prices, and at the optimum.",
+    **_BAYES,
 ))

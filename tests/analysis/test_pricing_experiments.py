@@ -42,3 +42,10 @@ def test_bad_input_is_one_line(capsys):
     assert main(["run", "pricing-fl", "--set", "alpha=[0.5,2]", "--set", "N=2"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "alpha[1]=2" in err and "[0.0, 1.0]" in err
+
+
+def test_truthful_reporting_verified_over_a_grid():
+    s = privgames.run("pricing-bne", seed=0, workers=0, eta=[0.3, 0.7], alpha_L=[0.1],
+                      alpha_H=[0.6], N=12).summary
+    assert s["truthful_is_bne"] and not s["truthful_without_rewards_is_bne"]
+    assert s["max_distance"] < 1e-6 and s["feasible"]

@@ -15,7 +15,8 @@ from privgames.environments import streams
 #: Shrink the slowest quick-scale units; every other parameter keeps its quick default.
 SMALL = {"ppsp-example2": {"K": 300, "leave_at": 100, "join_at": 200, "replications": 2},
          "ppsp-ring": {"K": 60, "replications": 4}, "bas-properties": {"K": 4, "rounds": 3},
-         "bas-split": {"K": 10, "subsequences": [2]}, "sar-participation": {"rounds": 3}}
+         "bas-split": {"K": 10, "subsequences": [2]}, "sar-participation": {"rounds": 3},
+         "pricing-fig2": {"eta": [0.5]}, "pricing-poa": {"N": [10]}}
 
 DETERMINISTIC = {"ppsp-tradeoff"}
 ROOT = Path(__file__).resolve().parents[2]
