@@ -453,3 +453,28 @@ def pricing_fig2(rows: pd.DataFrame) -> plt.Figure:
     _legend_outside(ax)
     fig.tight_layout()
     return fig
+
+
+def training_curves(rows: pd.DataFrame) -> plt.Figure:
+    """Test accuracy and the loss gap per round, a colour per rule and a line style per noise
+    spread; eq (9)'s bound on the gap dotted (same colour, the largest spread)."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    per_round = rows[rows["round"].notna()].copy()
+    per_round["rule"] = per_round["method"]
+    for ax, metric, label in ((axes[0], "accuracy", "test accuracy"),
+                              (axes[1], "loss_gap", "F(w_t) - F(w*)")):
+        sel = per_round[per_round["metric"] == metric]
+        sns.lineplot(sel, x="round", y="value", hue="rule", style="sigma_high", ax=ax,
+                     errorbar=None)
+        ax.set(xlabel="round", ylabel=label)
+        _integer_ticks(ax)
+    bound = rows[(rows["metric"] == "bound") & (rows["sigma_high"] == rows["sigma_high"].max())]
+    for colour, (_, g) in zip(sns.color_palette(), bound.groupby("method", sort=False),
+                                 strict=False):
+        axes[1].axhline(g["value"].mean(), linestyle=":", color=colour)
+    axes[1].plot([], [], ":", color="grey", label="eq (9) bound (largest spread)")
+    axes[1].set(yscale="log")
+    for ax in axes:
+        _legend_outside(ax)
+    fig.tight_layout()
+    return fig
