@@ -35,6 +35,8 @@ def pricing_unit(config: PricingConfig, seed: np.random.SeedSequence) -> pd.Data
     printed profiles' (eq 10, eq 11), PoA, whether each profile is what the paper calls it,
     and the net payments (``net_payment`` with ``_var``, ``_n``, ``_predicted`` = 0).
     """
+    if config.information == "incomplete":
+        return bne_unit(config.bayes(), seed)
     model = PricingFLModel(config, seed).run()
     agg, game, alpha = config.aggregation, model.game, model.alpha
     theory = model.predicted()
@@ -96,7 +98,10 @@ def _final(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 def pricing_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
     """The end point against eq (10), eq (11) and the true optimum; payments; profiles of
-    population 0 (``learned_sigma`` uses ``Infinity`` for opted-out clients)."""
+    population 0 (``learned_sigma`` uses ``Infinity`` for opted-out clients). Under incomplete
+    information the profiles are per type (L, H) and truthfulness is checked."""
+    if params["information"] == "incomplete":
+        return _incomplete_summary(rows, params)
     wide = _final(rows, [])
     pay = pooled(rows, "net_payment").iloc[0]
 
@@ -119,9 +124,36 @@ def pricing_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
     }
 
 
+def _incomplete_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
+    sel = rows[rows["round"].isna()]
+    wide = sel.pivot_table(index="population", columns="metric", values="value")
+    first = wide.iloc[0]
+    gain = "max_gain_full" if params["pricing"] else "max_gain_none"
+    truthful = bool((wide[gain] <= GAIN_TOLERANCE).all() & (wide["truthful_learned"] == 1).all())
+    return {"predicted_sigma": [first["target_L"], first["target_H"]],
+            "learned_sigma": [first["sigma_L"], first["sigma_H"]],
+            "social_cost": float(wide["expected_social_cost"].mean()),
+            "optimal_social_cost": float(wide["optimal_social_cost"].mean()),
+            "poa": float((wide["expected_social_cost"] / wide["optimal_social_cost"]).mean()),
+            "max_final_distance": float(wide["distance"].max()),
+            "is_equilibrium": truthful, "truthful_is_bne": truthful,
+            "truthful_without_rewards_is_bne": bool((wide["max_gain_penalties"]
+                                                     <= GAIN_TOLERANCE).all()),
+            "mean_net_payment": 0.0, "mean_net_payment_se": 0.0,
+            "populations": int(len(wide))}
+
+
 def pricing_claims(s: Mapping[str, Any]) -> list[Claim]:
     """Propositions 2 and 4 (and eq 11) for the configured rule, judged on the end points."""
     p = s["parameters"]
+    if p["information"] == "incomplete":
+        return [Claim("Proposition 5: truthful reporting is a BNE" + (
+            "" if p["pricing"] else " without prices (reports as cheap talk)"), True,
+            s["truthful_is_bne"], kind="true"),
+                Claim("Proposition 5: the learned noise is the optimum's", 0.0,
+                      s["max_final_distance"], tolerance=1e-6)] if p["pricing"] else [
+                Claim("without prices the clients' expected social cost exceeds the optimum",
+                      s["optimal_social_cost"], s["social_cost"], kind="at_least")]
     rule = f"{p['aggregation']} rule"
     out = [
         Claim(f"Proposition 2 ({rule}): the solution of eq (10) is the clients' equilibrium "
@@ -261,6 +293,9 @@ def bne_unit(config: BayesConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
     game, full = model.game, model.design["mechanism"]
     path = model.results().melt(id_vars="round", var_name="metric").assign(method="learned")
     finals = {"truthful_learned": float(model.truthful()),
+              "target_L": float(model.design["target"][0]),
+              "target_H": float(model.design["target"][1]),
+              "sigma_L": float(model.strategy[1][0]), "sigma_H": float(model.strategy[1][1]),
               "distance": float(np.max(np.abs(model.strategy[1] / model.design["target"] - 1))),
               "expected_social_cost": model.expected_social_cost(),
               "optimal_social_cost": model.predicted()["optimal_social_cost"],

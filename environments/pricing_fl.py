@@ -42,7 +42,7 @@ from privgames.mechanisms.pricing import (
 )
 
 UPDATES = ("simultaneous", "sequential")
-INFORMATION = ("complete",)
+INFORMATION = ("complete", "incomplete")
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,10 @@ class PricingConfig:
             mechanism's constant and sensitivity (eq 4); all > 0.
         pricing: charge Definition 4's prices (with the corrected coefficients).
         aggregation: ``mle`` (eq 8) or ``mean`` (eq 7).
-        information: ``complete`` (section III).
+        information: ``complete`` (section III) or ``incomplete`` (section IV: binary types
+            ``alpha_L < alpha_H`` with ``P(alpha_L) = eta``; run by
+            ``privgames.environments.pricing_bayes``, ``pricing`` choosing the full derived
+            mechanism or none).
         rounds: best-response rounds at most (the run stops once no client moves by more
             than ``tolerance``); ``update``: ``sequential`` (in turn, a random order each
             round: always reached an equilibrium here) or ``simultaneous`` (all at once,
@@ -87,6 +90,9 @@ class PricingConfig:
     start: float = 3.0
     tolerance: float = 1e-9
     replications: int = 2000
+    eta: float = 0.5
+    alpha_L: float = 0.25
+    alpha_H: float = 0.75
 
     def __post_init__(self) -> None:
         check_int("N", self.N, 2)
@@ -113,6 +119,18 @@ class PricingConfig:
         check_real("start", self.start, 0.0, low_open=True)
         check_real("tolerance", self.tolerance, 0.0, low_open=True)
         check_int("replications", self.replications, 1)
+        if self.information == "incomplete":
+            self.bayes()  # validates eta and alpha_L < alpha_H
+
+    def bayes(self):
+        """The incomplete-information game with this configuration's shared parameters."""
+        from privgames.environments.pricing_bayes import BayesConfig
+
+        return BayesConfig(N=self.N, eta=self.eta, alpha_L=self.alpha_L, alpha_H=self.alpha_H,
+                           kappa=self.kappa, L_F=self.L_F, c=self.c, S=self.S,
+                           aggregation=self.aggregation,
+                           mechanism="full" if self.pricing else "none", rounds=self.rounds,
+                           damping=self.damping)
 
 
 class PricingFLModel(Environment):

@@ -49,3 +49,11 @@ def test_truthful_reporting_verified_over_a_grid():
                       alpha_H=[0.6], N=12).summary
     assert s["truthful_is_bne"] and not s["truthful_without_rewards_is_bne"]
     assert s["max_distance"] < 1e-6 and s["feasible"]
+
+
+def test_pricing_fl_incomplete_information_contract():
+    s = privgames.run("pricing-fl", seed=0, workers=0, information="incomplete", pricing=True,
+                      aggregation="mean", eta=0.4, alpha_L=0.2, alpha_H=0.6,
+                      populations=1).summary
+    assert s["truthful_is_bne"] and not s["truthful_without_rewards_is_bne"]
+    assert len(s["learned_sigma"]) == 2 and s["max_final_distance"] < 1e-6

@@ -76,7 +76,9 @@ def test_clients_are_mesa_agents_over_the_noise_array():
     ({"S": 0}, r"S=0 is out of range"),
     ({"aggregation": "median"}, r"aggregation='median' is not allowed"),
     ({"pricing": "yes"}, r"pricing='yes' is not allowed: pricing must be true or false"),
-    ({"information": "incomplete"}, r"information='incomplete' is not allowed"),
+    ({"information": "partial"}, r"information='partial' is not allowed"),
+    ({"information": "incomplete", "eta": 1.0}, r"eta=1.0 is out of range"),
+    ({"information": "incomplete", "alpha_L": 0.8}, r"alpha_L=0.8 is out of range"),
     ({"damping": 0.0}, r"damping=0.0 is out of range"),
 ])
 def test_bad_input(kwargs, message):
