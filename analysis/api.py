@@ -68,12 +68,14 @@ def run(name: str, *, seed: int = 0, workers: int | None = None, address: str | 
             CLI; needed for a parameter whose name is one of this function's arguments).
         **overrides: the same, as keywords.
     """
-    from privgames.analysis.sweep import sweep
+    from privgames.analysis.sweep import remove_if_empty, sweep
 
     experiment = registry.get(name)
     resolved = experiment.resolve({**(params or {}), **overrides}, scale)
     parts = None if out is None else Path(out) / ".parts" / name
     rows = sweep(experiment, resolved, seed, workers, address, parts, progress)
+    if parts is not None:
+        remove_if_empty(parts.parent)  # OUT/.parts, once no run has parts left
     summary = to_json_value({"experiment": name, "seed": seed, "scale": scale,
                              "parameters": resolved, **experiment.summarize(rows, resolved)})
     if out is not None:

@@ -6,7 +6,9 @@ Bad input prints one line naming the problem and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,14 +44,47 @@ def parse_set(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _count(text: str) -> int:
+    """A non-negative integer option value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: it must be >= 0")
+    return value
+
+
+def _output_folder(out: Path) -> Path:
+    """``--out``: a folder that exists or can be made, and can be written to."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: it is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"--out {out}: the folder cannot be created ({err.strerror})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: the folder is not writable")
+    return out
+
+
+def _address(address: str | None) -> str | None:
+    """``--address``: Ray Client addresses (``ray://``) need the ``ray[client]`` extra."""
+    if address and address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
+        raise UsageError(f"--address {address}: Ray Client (ray://) needs the extra "
+                         "`pip install 'ray[client]'`; or give the cluster's GCS address "
+                         "HOST:6379 (or 'auto' on a cluster node)")
+    return address
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="privgames", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("list", help="registered experiments")
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
-        p.add_argument("--workers", type=int, default=None,
+        p.add_argument("--seed", type=_count, default=0, help="root seed (>= 0, default 0)")
+        p.add_argument("--workers", type=_count, default=None,
                        help="Ray workers (default: all cores; 0 runs serially without Ray)")
         p.add_argument("--address", default=None, help="Ray cluster address (or RAY_ADDRESS)")
         p.add_argument("--out", type=Path, default=Path("results"), help="output folder")
@@ -58,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one experiment")
     run.add_argument("name")
     run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
-    run.add_argument("--replications", type=int, default=None,
+    run.add_argument("--replications", type=_count, default=None,
                      help="Monte-Carlo draws per population")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     common(run)
@@ -81,8 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides = parse_set(args.sets)
             if args.replications is not None:
                 overrides["replications"] = args.replications
+            experiments.get(args.name)  # an unknown name fails before any folder is made
             summary = api.run(args.name, seed=args.seed, workers=args.workers,
-                              address=args.address, out=args.out, scale=args.scale,
+                              address=_address(args.address), out=_output_folder(args.out),
+                              scale=args.scale,
                               progress=True, params=overrides).summary
             if args.json:
                 print(json.dumps(summary))
@@ -91,7 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "reproduce":
             from privgames.analysis.report import reproduce
 
-            path = reproduce(args.out, args.scale, args.seed, args.workers, args.address)
+            path = reproduce(_output_folder(args.out), args.scale, args.seed, args.workers,
+                             _address(args.address))
             print(f"wrote {path}")
         elif args.command == "query":
             print(query(args.out, args.sql).to_string(index=False))

@@ -78,11 +78,20 @@ def query(results_dir: Path, sql: str) -> pd.DataFrame:
     """
     import duckdb
 
-    pattern = str(Path(results_dir) / "*.parquet")
+    from privgames.environments.config import ConfigError
+
+    folder = Path(results_dir)
+    if not folder.is_dir() or not any(folder.glob("*.parquet")):
+        raise ConfigError(f"--out {folder}: no results there (a folder with NAME.parquet files "
+                          "written by privgames run is needed)")
+    pattern = str(folder / "*.parquet").replace("'", "''")
     con = duckdb.connect()
     try:
         con.execute("CREATE VIEW results AS SELECT * FROM "
                     f"read_parquet('{pattern}', filename = 'file', union_by_name = true)")
         return con.execute(sql).df()
+    except duckdb.Error as err:
+        first = str(err).strip().splitlines()[0]
+        raise ConfigError(f"query failed: {first}") from None
     finally:
         con.close()

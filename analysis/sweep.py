@@ -52,7 +52,8 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
     tasks = batches(experiment.units(params, seed))
     key = _sweep_key(experiment.name, params, seed)
     parts = {i: _part_path(parts_dir, key, i) for i in range(len(tasks))}
-    done = {i: read_parquet(p) for i, p in parts.items() if p is not None and p.exists()}
+    done = {i: frame for i, p in parts.items() if p is not None and p.exists()
+            and (frame := _read_part(p)) is not None}
     todo = [i for i in range(len(tasks)) if i not in done]
     bar = tqdm(total=sum(len(t) for t in tasks), desc=experiment.name, unit="run",
                file=sys.stderr, disable=not progress)
@@ -82,17 +83,31 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
         if p is not None:
             p.unlink(missing_ok=True)
     if parts_dir is not None:
-        _remove_empty(Path(parts_dir))
+        remove_if_empty(Path(parts_dir))
     return rows
 
 
-def _remove_empty(folder: Path) -> None:
-    """Remove ``folder`` and its parent (``OUT/.parts``) once nothing is left in them."""
-    for path in (folder, folder.parent):
-        try:
-            path.rmdir()
-        except OSError:  # not empty (another run's parts) or already gone
-            return
+def remove_if_empty(folder: Path) -> bool:
+    """Remove ``folder`` if nothing is left in it; True if it is gone."""
+    try:
+        folder.rmdir()
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:  # not empty: another run's parts
+        return False
+
+
+def _read_part(path: Path) -> pd.DataFrame | None:
+    """A finished task's rows, or None (with a one-line warning, the file deleted, the task to
+    be recomputed) when the part is empty or truncated, e.g. after a power loss."""
+    try:
+        return read_parquet(path)
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        print(f"privgames: warning: {path} is unreadable ({type(err).__name__}); deleting it "
+              "and recomputing that task", file=sys.stderr)
+        path.unlink(missing_ok=True)
+        return None
 
 
 def _sweep_key(name: str, params: Mapping[str, Any], seed: int) -> str:

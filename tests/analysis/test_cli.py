@@ -71,3 +71,30 @@ def test_query_over_results(tmp_path, capsys):
     sql = "select count(distinct K) as n from results where metric = 'mse'"
     assert main(["query", sql, "--out", str(tmp_path)]) == 0
     assert capsys.readouterr().out.split()[-1] == "2"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run", "bas-chain", "--seed", "-1"], "argument --seed: -1 is out of range"),
+    (["reproduce", "--seed", "-1"], "argument --seed: -1 is out of range"),
+    (["run", "bas-chain", "--workers", "-1"], "argument --workers: -1 is out of range"),
+    (["run", "bas-chain", "--out", "/proc/x"], "--out /proc/x: the folder cannot be created"),
+    (["run", "bas-chain", "--address", "ray://127.0.0.1:1", "--workers", "0"],
+     "needs the extra"),
+    (["query", "select 1", "--out", "/nonexistent-privgames"], "no results there"),
+])
+def test_bad_command_lines_get_one_line(args, message, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_out_naming_a_file_and_bad_sql(tmp_path, capsys):
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    assert main(["run", "bas-chain", "--out", str(a_file)]) == 2
+    assert "it is a file, not a folder" in capsys.readouterr().err
+    assert main(["run", "ppsp-tradeoff", "--workers", "0", "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    assert main(["query", "selec nothing", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "query failed" in err
