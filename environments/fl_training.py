@@ -19,6 +19,7 @@ from pathlib import Path
 import mesa
 import numpy as np
 from numpy.typing import NDArray
+from threadpoolctl import threadpool_limits
 
 from privgames.environments.base import Environment
 from privgames.environments.config import ConfigError, check_choice, check_int, check_real
@@ -177,7 +178,8 @@ class TrainingGroup:
         self.lam, self.lr, self.steps = lam, lr, steps
 
     def updates(self, w: NDArray, sigma: NDArray, round_: int) -> NDArray:
-        local = local_updates(w, self.X, self.y, self.lam, self.lr, self.steps)
+        with threadpool_limits(1):
+            local = local_updates(w, self.X, self.y, self.lam, self.lr, self.steps)
         noise = np.stack([_client_noise(self.seed, int(i), round_, w.size) for i in self.index])
         return local + np.where(np.isfinite(sigma), sigma, 0.0)[:, None] * noise
 
@@ -205,10 +207,11 @@ class FederatedTrainingModel(Environment):
         self.X, self.y = x[tr], labels[tr]
         self.X_test, self.y_test = x[te], labels[te]
         self.sigma = c.noise()
-        self.L_F = smoothness(self.X, c.lam)
+        with threadpool_limits(1):  # the same bits in a Ray worker (see step)
+            self.L_F = smoothness(self.X, c.lam)
+            self.w_star, self.loss_star = self._optimum()
         self.lr = c.lr / self.L_F
         self.w = np.zeros(x.shape[1])
-        self.w_star, self.loss_star = self._optimum()
         self.clients = TrainingClient.create_agents(self, c.N, index=list(range(c.N)))
         self._groups = None
         self.datacollector = mesa.DataCollector(model_reporters={
@@ -240,12 +243,17 @@ class FederatedTrainingModel(Environment):
         return (np.sign(X @ self.w) == self.y_test.ravel()).astype(float)
 
     def step(self) -> None:
-        """One round: local training, noisy uploads, aggregation."""
-        self.w = aggregate(self.updates(self.steps - 1), self.sigma, self.config.aggregation)
-        self.datacollector.collect(self)
+        """One round: local training, noisy uploads, aggregation. BLAS runs on one thread so
+        that the sums are added in the same order in a Ray worker (which Ray limits to one
+        thread) as here: the same seed gives the same bits on any backend."""
+        with threadpool_limits(1):
+            self.w = aggregate(self.updates(self.steps - 1), self.sigma,
+                               self.config.aggregation)
+            self.datacollector.collect(self)
 
     def updates(self, k: int) -> NDArray:
-        """Round ``k``'s noisy uploads of every client, ``(N, d)``."""
+        """Round ``k``'s noisy uploads of every client, ``(N, d)`` (call under one BLAS
+        thread, as :meth:`step` does, for backend-independent bits)."""
         c = self.config
         if c.backend == "ray":
             return self._ray_updates(k)

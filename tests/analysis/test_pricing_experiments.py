@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
+import pytest
+
 import privgames
 from privgames.analysis.cli import main
 
@@ -57,3 +60,15 @@ def test_pricing_fl_incomplete_information_contract():
                       populations=1).summary
     assert s["truthful_is_bne"] and not s["truthful_without_rewards_is_bne"]
     assert len(s["learned_sigma"]) == 2 and s["max_final_distance"] < 1e-6
+
+
+@pytest.mark.ray
+def test_pricing_rows_are_identical_on_ray(ray_session):
+    """Same seed, same bits: the dynamics (elementwise numpy) and the training (BLAS pinned to
+    one thread, as in a Ray worker) give identical rows serially and on 2 workers."""
+    for name, params in (("pricing-fig1", {"alpha_std": [0.1], "populations": 2}),
+                         ("pricing-training", {"sigma_high": [0.3], "rounds": 4,
+                                               "populations": 1})):
+        serial = privgames.run(name, seed=1, workers=0, **params).rows
+        on_ray = privgames.run(name, seed=1, workers=2, **params).rows
+        pd.testing.assert_frame_equal(serial, on_ray, check_exact=True)
