@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from privgames.analysis import experiments as registry
+from privgames.analysis import guard
 from privgames.analysis.results import to_json_value, write_json, write_parquet
 
 
@@ -52,7 +53,8 @@ def experiments() -> list[str]:
 
 def run(name: str, *, seed: int = 0, workers: int | None = None, address: str | None = None,
         out: str | Path | None = None, scale: str = "quick", progress: bool = False,
-        params: Mapping[str, Any] | None = None, **overrides: Any) -> Result:
+        params: Mapping[str, Any] | None = None, max_memory: float | None = None,
+        max_work: float | None = None, **overrides: Any) -> Result:
     """Run experiment ``name`` with parameter overrides ``params``.
 
     Args:
@@ -66,12 +68,15 @@ def run(name: str, *, seed: int = 0, workers: int | None = None, address: str | 
         progress: show a progress bar on stderr.
         params: overrides of the experiment's parameters as a mapping (as ``--set`` on the
             CLI; needed for a parameter whose name is one of this function's arguments).
+        max_memory, max_work: budgets in bytes and operations (``privgames.analysis.guard``);
+            a run estimated to pass one is refused before it starts.
         **overrides: the same, as keywords.
     """
     from privgames.analysis.sweep import remove_if_empty, sweep
 
     experiment = registry.get(name)
     resolved = experiment.resolve({**(params or {}), **overrides}, scale)
+    guard.check(experiment, resolved, workers, max_memory, max_work)
     parts = None if out is None else Path(out) / ".parts" / name
     rows = sweep(experiment, resolved, seed, workers, address, parts, progress)
     if parts is not None:

@@ -18,6 +18,9 @@ from privgames.analysis import api, experiments
 from privgames.analysis.results import query
 from privgames.environments.config import ConfigError
 
+#: Most local Ray workers one call may ask for.
+MAX_WORKERS = 4096
+
 
 class UsageError(Exception):
     """A command line that cannot be run."""
@@ -55,6 +58,15 @@ def _count(text: str) -> int:
     return value
 
 
+def _workers(text: str) -> int:
+    """``--workers``: 0 (serial) up to ``MAX_WORKERS``."""
+    value = _count(text)
+    if value > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: it must be in "
+                                         f"[0, {MAX_WORKERS}]")
+    return value
+
+
 def _output_folder(out: Path) -> Path:
     """``--out``: a folder that exists or can be made, and can be written to."""
     if out.exists() and not out.is_dir():
@@ -77,6 +89,20 @@ def _address(address: str | None) -> str | None:
     return address
 
 
+def _one_line(message: str) -> str:
+    """The message with control characters (a newline in a user's value) escaped."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message)
+
+
+def _budgets(args: argparse.Namespace) -> dict[str, float | None]:
+    from privgames.analysis.guard import parse_size
+
+    if args.max_work is not None and not args.max_work > 0:
+        raise UsageError(f"--max-work {args.max_work!r} is out of range: it must be > 0")
+    return {"max_memory": None if args.max_memory is None else parse_size(args.max_memory),
+            "max_work": args.max_work}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="privgames", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -84,11 +110,15 @@ def _parser() -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--seed", type=_count, default=0, help="root seed (>= 0, default 0)")
-        p.add_argument("--workers", type=_count, default=None,
+        p.add_argument("--workers", type=_workers, default=None,
                        help="Ray workers (default: all cores; 0 runs serially without Ray)")
         p.add_argument("--address", default=None, help="Ray cluster address (or RAY_ADDRESS)")
         p.add_argument("--out", type=Path, default=Path("results"), help="output folder")
         p.add_argument("--scale", choices=("quick", "paper"), default="quick")
+        p.add_argument("--max-memory", default=None, metavar="SIZE",
+                       help="memory budget, e.g. 4G (default: half the available memory)")
+        p.add_argument("--max-work", type=float, default=None, metavar="OPS",
+                       help="refuse runs estimated to need more operations (default: none)")
 
     run = sub.add_parser("run", help="run one experiment")
     run.add_argument("name")
@@ -119,8 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             experiments.get(args.name)  # an unknown name fails before any folder is made
             summary = api.run(args.name, seed=args.seed, workers=args.workers,
                               address=_address(args.address), out=_output_folder(args.out),
-                              scale=args.scale,
-                              progress=True, params=overrides).summary
+                              scale=args.scale, progress=True, params=overrides,
+                              **_budgets(args)).summary
             if args.json:
                 print(json.dumps(summary))
             else:
@@ -129,11 +159,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from privgames.analysis.report import reproduce
 
             path = reproduce(_output_folder(args.out), args.scale, args.seed, args.workers,
-                             _address(args.address))
+                             _address(args.address), **_budgets(args))
             print(f"wrote {path}")
         elif args.command == "query":
             print(query(args.out, args.sql).to_string(index=False))
     except (UsageError, ConfigError) as err:
-        print(f"privgames: error: {err}", file=sys.stderr)
+        print(f"privgames: error: {_one_line(str(err))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("privgames: interrupted; finished tasks are kept in OUT/.parts and a rerun with "
+              "the same parameters resumes them", file=sys.stderr)
+        return 130
     return 0

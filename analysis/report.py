@@ -25,7 +25,8 @@ LEGEND = ("**holds**: equal within 3 standard errors (Monte-Carlo figures; the l
 
 
 def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | None = None,
-              address: str | None = None, progress: bool = True) -> Path:
+              address: str | None = None, max_memory: float | None = None,
+              max_work: float | None = None, progress: bool = True) -> Path:
     """Run all registered experiments into ``out``; write figures and ``report.md``."""
     import matplotlib.pyplot as plt
 
@@ -33,7 +34,8 @@ def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | Non
     sections, tally = [], []
     for e in registry.all_experiments():
         result = api.run(e.name, seed=seed, workers=workers, address=address, out=out,
-                         scale=scale, progress=progress)
+                         scale=scale, progress=progress, max_memory=max_memory,
+                         max_work=max_work)
         claims = result.claims()
         tally.append((e.source or "other", e.name, claims))
         figure = None

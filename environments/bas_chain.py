@@ -18,6 +18,7 @@ from privgames.agents.learners import LEARNERS, make_learner
 from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
+    Footprint,
     check_choice,
     check_int,
     check_real,
@@ -84,6 +85,15 @@ class BASChainConfig:
     tolerance: float = 1e-6
     settle: float = 1e-9
     replications: int = 1000
+
+    def footprint(self) -> Footprint:
+        """Data ``K x d``, the agents and their per-round records, one 64 MiB noise chunk
+        (``chain_squared_errors`` chunks); work: the Monte-Carlo draws and learning moves of
+        the four profiles."""
+        data = 8.0 * self.K * self.d
+        peak = 2 * data + 3000.0 * self.K + 200.0 * self.rounds * self.K + 64 * 2**20
+        work = 4.0 * self.replications * self.K * self.d + self.rounds * self.K * self.d
+        return Footprint(peak, work, "K" if self.K >= self.d else "d")
 
     def __post_init__(self) -> None:
         check_int("K", self.K, 2)

@@ -4,11 +4,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 
 class ConfigError(ValueError):
     """A configuration value is missing, of the wrong type or out of range."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one population of a configuration costs, estimated before it runs.
+
+    Attributes:
+        peak_bytes: the largest memory it holds at once (its biggest arrays; kernels that
+            chunk count one chunk).
+        work: elementary operations (random draws, node-steps, gradient terms), for the work
+            budget and the progress bar.
+        driver: the parameter that drives ``peak_bytes`` (named in a refusal).
+    """
+
+    peak_bytes: float
+    work: float
+    driver: str
 
 
 def check_int(name: str, value: object, low: int, high: int | None = None) -> int:

@@ -22,7 +22,13 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from privgames.environments.base import Environment
-from privgames.environments.config import ConfigError, check_choice, check_int, check_real
+from privgames.environments.config import (
+    ConfigError,
+    Footprint,
+    check_choice,
+    check_int,
+    check_real,
+)
 from privgames.environments.streams import Seed, child, generator, spawn
 from privgames.mechanisms.fl_training import (
     accuracy,
@@ -118,6 +124,14 @@ class TrainingConfig:
     backend: str = "vectorized"
     groups: int = 2
 
+    def footprint(self) -> Footprint:
+        """Every client's train and test samples (``d`` = 65 for the digits, 785 for MNIST),
+        with the data set itself. Work: gradient terms of the local steps."""
+        d = 65 if self.data is None else 785
+        peak = 8.0 * self.N * (self.train + self.test) * d * 2 + 8.0 * 70_000 * d
+        work = self.rounds * self.N * self.steps * self.train * d * 4.0
+        return Footprint(peak, work, "N" if self.N >= self.train else "train")
+
     def __post_init__(self) -> None:
         check_int("N", self.N, 2)
         if self.sigma is not None:
@@ -138,6 +152,9 @@ class TrainingConfig:
         check_real("lr", self.lr, 0.0, 1.0, low_open=True)
         check_int("train", self.train, 1)
         check_int("test", self.test, 1)
+        if self.data is not None and not isinstance(self.data, str):
+            raise ConfigError(f"data={self.data!r} is not a path: data must be the path of an "
+                              "MNIST .npz file or IDX folder")
         if self.data is not None and not Path(self.data).exists():
             raise ConfigError(f"data={self.data!r} does not exist: give an MNIST .npz file or "
                               "a folder with its IDX files")

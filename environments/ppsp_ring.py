@@ -18,6 +18,7 @@ from privgames.agents.ring_node import RingNode
 from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
+    Footprint,
     check_choice,
     check_int,
     check_real,
@@ -48,12 +49,14 @@ EXAMPLE2_SECRETS = (25.1698, 15.3211, 69.9334, 45.7828, 98.0388, 36.6547, 44.235
 
 
 def _per_node(name: str, value: object, n: int, low: float, high: float = math.inf,
-              low_open: bool = True, high_open: bool = False) -> tuple[float, ...]:
-    values = value if isinstance(value, list | tuple) else [value] * n
-    if len(values) != n:
-        raise ConfigError(f"{name} has {len(values)} entries: give one number or n={n}")
-    return tuple(check_real(f"{name}[{i}]" if isinstance(value, list | tuple) else name, v, low,
-                            high, low_open, high_open) for i, v in enumerate(values))
+              low_open: bool = True, high_open: bool = False) -> float | tuple[float, ...]:
+    """One number shared by every node (kept as one number: O(1) for any ``n``) or n."""
+    if not isinstance(value, list | tuple):
+        return check_real(name, value, low, high, low_open, high_open)
+    if len(value) != n:
+        raise ConfigError(f"{name} has {len(value)} entries: give one number or n={n}")
+    return tuple(check_real(f"{name}[{i}]", v, low, high, low_open, high_open)
+                 for i, v in enumerate(value))
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,18 @@ class PPSPConfig:
     delta: float = 1.0
     dp_delta: float = 1e-5
 
+    def footprint(self) -> Footprint:
+        """States, noise and spare arrays ``(R, n)``, the estimator's window (bounded by
+        ``MAX_WINDOW_BYTES``), a node agent each, and the per-step records; the attack
+        experiments also keep every message ``(K, R, n)``. Work: node-steps."""
+        cap = self.capacity
+        state = 8.0 * self.replications * cap
+        window = min(8.0 * cap * cap * self.replications, MAX_WINDOW_BYTES)
+        records = 8.0 * self.K * (2 * self.replications + cap)
+        peak = 6 * state + window + records + 2000.0 * cap
+        return Footprint(peak, float(self.K) * cap * self.replications,
+                         "n" if cap * self.replications >= self.K else "K")
+
     def __post_init__(self) -> None:
         n = check_int("n", self.n, 3)
         check_int("K", self.K, 1)
@@ -107,11 +122,14 @@ class PPSPConfig:
         object.__setattr__(self, "c", _per_node("c", self.c, n, 0.0))
         object.__setattr__(self, "d", _per_node("d", self.d, n, 0.0, low_open=False))
         object.__setattr__(self, "phi", _per_node("phi", self.phi, n, 0.0, 1.0, True, True))
-        if self.schedule == "harmonic" and min(self.d) == 0:
+        if self.schedule == "harmonic" and np.min(self.d) == 0:
             raise ConfigError("d=0 gives v(0) = c/0, infinite noise at k=0: to simulate the "
                               "harmonic schedule d must be > 0")
         check_choice("noise", self.noise, NOISES)
         if self.secrets is not None:
+            if not isinstance(self.secrets, list | tuple):
+                raise ConfigError(f"secrets={self.secrets!r} is not a list: secrets must be n={n} "
+                                  "numbers")
             object.__setattr__(self, "secrets", _per_node("secrets", list(self.secrets), n,
                                                           -math.inf, low_open=False))
         check_choice("protocol", self.protocol, PROTOCOLS)
@@ -120,6 +138,7 @@ class PPSPConfig:
         check_real("delta", self.delta, 0.0, low_open=True)
         check_real("dp_delta", self.dp_delta, 0.0, 1.0, low_open=True, high_open=True)
         self._check_events()
+        check_int("shards", self.shards, 1)
         if self.backend == "ray":
             check_int("shards", self.shards, 1, self.n // 2)
             if self.protocol != "sync":
@@ -151,10 +170,12 @@ class PPSPConfig:
             default = (left - 1) % n if left is not None else n - 1
             nxt = default if self.join_next_to is None else self.join_next_to
             on_ring = set(range(n)) - ({left} if left is not None else set())
-            if nxt not in on_ring:
+            if isinstance(nxt, bool) or not isinstance(nxt, int) or nxt not in on_ring:
                 raise ConfigError(f"join_next_to={nxt!r} is not on the ring at join_at: it must "
                                   f"be one of {sorted(on_ring)}")
             secret = self.join_secret
+            if secret is not None:
+                check_real("join_secret", secret)
             if secret is None and node >= n:
                 raise ConfigError("join_secret is missing: a new node needs a secret")
             object.__setattr__(self, "join_node", node)
@@ -185,7 +206,8 @@ class PPSPConfig:
     def schedule_arrays(self) -> tuple[NDArray, NDArray, NDArray | None]:
         """``c``, ``d``, ``phi`` (None if harmonic) by node id; a new joined id uses node 0's."""
         idx = np.where(np.arange(self.capacity) < self.n, np.arange(self.capacity), 0)
-        c, d, phi = (np.asarray(v, dtype=float)[idx] for v in (self.c, self.d, self.phi))
+        c, d, phi = (np.broadcast_to(np.asarray(v, dtype=float), (self.n,))[idx]
+                     for v in (self.c, self.d, self.phi))
         return c, d, (None if self.schedule == "harmonic" else phi)
 
 
@@ -305,7 +327,8 @@ class PPSPModel(Environment):
                                          else self.secrets[c.join_node])
         self.ids = np.arange(c.n)
         self.state = np.tile(secrets, (c.replications, 1))
-        self.nodes = {i: RingNode(self, i, self.secrets[i], c.c[i] if i < c.n else c.c[0],
+        node_c = c.schedule_arrays()[0]  # per node id (a joining id takes node 0's)
+        self.nodes = {i: RingNode(self, i, self.secrets[i], node_c[i],
                                   (1.0, 1.0, 1.0)) for i in range(c.capacity)}
         self._ray_run: RingRun | None = None
         self.std = Schedule(c)
@@ -442,7 +465,7 @@ class PPSPModel(Environment):
         """
         c, n = self.config, self.config.n
         ring = self.agents_by_type[RingNode].select(lambda node: node.node_id < n)
-        args = (n, c.K, c.delta, c.d[0])
+        args = (n, c.K, c.delta, float(np.atleast_1d(c.d)[0]))
         factors = spread ** self.rng.uniform(-1.0, 1.0, n)
         for node, w, f in zip(ring, np.asarray(weights, dtype=float), factors, strict=True):
             node.weights = tuple(w)
@@ -589,6 +612,11 @@ class NoiseGameConfig:
     weighting: str = "equal"
     rounds: int = 10
     spread: float = 2.0
+
+    def footprint(self) -> Footprint:
+        """Each node's best response scans the others: ``n^2`` per round."""
+        return Footprint(3000.0 * self.n + 200.0 * self.rounds * self.n,
+                         float(self.rounds) * self.n * self.n, "n")
 
     def __post_init__(self) -> None:
         check_int("n", self.n, 3)

@@ -19,7 +19,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privgames.environments.base import Environment
-from privgames.environments.config import ConfigError, check_choice, check_int, check_real
+from privgames.environments.config import (
+    ConfigError,
+    Footprint,
+    check_choice,
+    check_int,
+    check_real,
+)
 from privgames.environments.streams import Seed
 from privgames.mechanisms.pricing import AGGREGATIONS
 from privgames.mechanisms.pricing_bayes import (
@@ -63,6 +69,12 @@ class BayesConfig:
     rounds: int = 100
     damping: float = 0.5
     tolerance: float = 1e-7
+
+    def footprint(self) -> Footprint:
+        """Expected costs over the ``N`` counts of the others' types on ``121`` noise
+        candidates; an agent per client. Work: those evaluations per round."""
+        peak = 8.0 * 121 * self.N * 6 + 2000.0 * self.N
+        return Footprint(peak, self.rounds * 4.0 * 450 * self.N, "N")
 
     def __post_init__(self) -> None:
         check_int("N", self.N, 2)

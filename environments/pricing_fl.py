@@ -20,6 +20,7 @@ from privgames.agents.fl_client import FLClient
 from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
+    Footprint,
     check_choice,
     check_int,
     check_real,
@@ -93,6 +94,14 @@ class PricingConfig:
     eta: float = 0.5
     alpha_L: float = 0.25
     alpha_H: float = 0.75
+
+    def footprint(self) -> Footprint:
+        """The best-response grid ``(161, N)``, the agents and their per-round records, the
+        payment draws ``(replications, N)``. Work: cost evaluations."""
+        peak = (8.0 * 161 * self.N * 4 + 3000.0 * self.N + 100.0 * self.rounds * self.N
+                + 24.0 * self.replications * self.N)
+        work = self.rounds * self.N * 450.0 + self.replications * self.N
+        return Footprint(peak, work, "N")
 
     def __post_init__(self) -> None:
         check_int("N", self.N, 2)

@@ -19,9 +19,11 @@ from privgames.agents.sar_agents import ColludingAdversary, SARUser
 from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
+    Footprint,
     check_choice,
     check_int,
     check_real,
+    check_reals,
 )
 from privgames.mechanisms.chain import nash_equilibrium
 from privgames.mechanisms.sar import (
@@ -84,6 +86,16 @@ class SARConfig:
     min_observations: int = 20
     confidence: float = 0.9
 
+    def footprint(self) -> Footprint:
+        """One round of attack trials holds about six ``(N, K, l)`` arrays (chunks of rounds
+        are at most 64 MiB, but never less than one round); the participation model attacks
+        every honest user of a round at once (``K`` victims). Work: the trials' draws."""
+        width = math.ceil(self.d / self.N)
+        round_bytes = 48.0 * self.N * self.K * width
+        peak = max(64 * 2**20, round_bytes) + 24.0 * self.K * round_bytes / 6 + 3000.0 * self.K
+        work = self.trials * self.K * width + self.rounds * self.K * self.K * self.d
+        return Footprint(peak, work, "K")
+
     def __post_init__(self) -> None:
         check_int("K", self.K, 3)
         check_int("d", self.d, 1)
@@ -91,6 +103,9 @@ class SARConfig:
         check_real("p", self.p, 0.0, 1.0, high_open=True)
         check_int("victim", self.victim, 0, self.K - 1)
         if self.colluders is not None:
+            if not isinstance(self.colluders, list | tuple):
+                raise ConfigError(f"colluders={self.colluders!r} is not a list: colluders must "
+                                  f"be user ids in [0, {self.K - 1}]")
             ids = tuple(check_int(f"colluders[{i}]", c, 0, self.K - 1)
                         for i, c in enumerate(self.colluders))
             if self.victim in ids:
@@ -103,10 +118,9 @@ class SARConfig:
         check_choice("attacker", self.attacker, ATTACKERS)
         check_int("trials", self.trials, 1)
         if self.beta is not None:
+            object.__setattr__(self, "beta", check_reals("beta", self.beta, 0.0))
             if len(self.beta) != self.K:
                 raise ConfigError(f"beta has {len(self.beta)} entries: it must have K={self.K}")
-            for i, b in enumerate(self.beta):
-                check_real(f"beta[{i}]", b, 0.0)
         check_real("beta_max", self.beta_max, 0.0, low_open=True)
         check_real("Delta", self.Delta, 0.0, low_open=True)
         check_real("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)

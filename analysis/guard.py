@@ -1,0 +1,87 @@
+"""Refuse a run before it starts when it would not fit: a memory budget and a work budget.
+
+Every config estimates one population's largest allocation and its work (``footprint()``);
+a run whose estimated peak (times the local workers running populations side by side, plus
+the bookkeeping of its units) passes the memory budget — by default half of the machine's
+available memory, ``--max-memory`` to change it — is refused with one line naming the
+parameter that drives it, its value, the estimate and the budget. ``--max-work`` bounds the
+estimated total work the same way (no bound by default: large runs show their progress and
+stop cleanly on Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from privgames.environments.config import ConfigError
+
+#: Bookkeeping per unit (its label, seed and rows in flight).
+UNIT_BYTES = 4096
+#: Share of the available memory a run may plan to use by default.
+DEFAULT_SHARE = 0.5
+
+
+def available_memory() -> float:
+    """Bytes of memory available now (``MemAvailable`` of ``/proc/meminfo``, else all)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def parse_size(text: str) -> float:
+    """``"4G"``, ``"512M"``, ``"1.5e9"`` -> bytes."""
+    m = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?\d+)?)\s*([kKmMgGtT]?)[iI]?[bB]?\s*", str(text))
+    if not m:
+        raise ConfigError(f"--max-memory {text!r} is not a size: give e.g. 4G, 512M or 2e9")
+    value = float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
+    if value <= 0:
+        raise ConfigError(f"--max-memory {text!r} is out of range: it must be > 0")
+    return value
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} PiB"
+
+
+def check(experiment: Any, params: Mapping[str, Any], workers: int | None = None,
+          max_memory: float | None = None, max_work: float | None = None) -> float:
+    """Raise ``ConfigError`` if the run would pass a budget; return its estimated work."""
+    budget = DEFAULT_SHARE * available_memory() if max_memory is None else float(max_memory)
+    populations = int(params["populations"])
+    points = experiment.points(params)
+    side_by_side = max(1, workers or os.cpu_count() or 1) if workers != 0 else 1
+    units = len(points) * populations
+    if units * UNIT_BYTES > budget:
+        raise ConfigError(f"populations={populations} makes {units} units whose bookkeeping "
+                          f"alone needs about {_human(units * UNIT_BYTES)}, above the memory "
+                          f"budget of {_human(budget)} (--max-memory)")
+    total = 0.0
+    for point in points:
+        config = experiment.config(params, point)
+        if not hasattr(config, "footprint"):
+            continue
+        fp = config.footprint()
+        need = fp.peak_bytes * min(side_by_side, units) + units * UNIT_BYTES
+        if need > budget:
+            value = point.get(fp.driver, params.get(fp.driver))
+            raise ConfigError(f"{fp.driver}={value} needs about {_human(need)} of memory "
+                              f"({_human(fp.peak_bytes)} per population, "
+                              f"{min(side_by_side, units)} at a time), above the budget of "
+                              f"{_human(budget)} (--max-memory): lower {fp.driver}")
+        total += fp.work * populations
+    if max_work is not None and total > max_work:
+        raise ConfigError(f"the run's estimated work, {total:.3g} operations, is above "
+                          f"--max-work {max_work:.3g}")
+    return total

@@ -1,0 +1,139 @@
+"""Malformed and extreme input never gets a traceback, a hang or an OOM: every experiment's
+every parameter and every CLI option is thrown random values (types, NaN, +-inf, huge,
+negative, empty, nested, unknown and repeated keys); the answer is exit 0 with valid output or
+exit 2 with one line, within a time limit. The budgets (--max-memory, --max-work) turn runs
+that would be huge into one-line refusals."""
+
+from __future__ import annotations
+
+import json
+import signal
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import privgames
+from privgames.analysis import experiments
+from privgames.analysis.cli import main
+
+TIME_LIMIT = 60
+BUDGETS = ["--max-work", "1e6", "--max-memory", "2G", "--workers", "0"]
+TRIED: list[list[str]] = []
+
+VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-10**15, 10**15),
+    st.sampled_from([0, 1, 2, 3, -1, 10**9, 10**12]),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6),
+    st.lists(st.integers(-3, 5), max_size=3), st.lists(st.lists(st.integers(0, 2), max_size=2),
+                                                       max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(-2, 2), max_size=2))
+
+
+@contextmanager
+def time_limit(seconds: int):
+    def expire(signum, frame):
+        raise TimeoutError(f"no answer within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def answer(args: list[str], capsys) -> None:
+    TRIED.append(args)
+    with time_limit(TIME_LIMIT):
+        rc = main(args)
+    out = capsys.readouterr()
+    assert rc in (0, 2), (args, rc, out.err[-2000:])
+    if rc == 2:
+        lines = out.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("privgames: error:"), (args, out.err)
+
+
+NAMES = privgames.experiments()
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_parameter_values(data, tmp_path, capsys):
+    name = data.draw(st.sampled_from(NAMES))
+    known = sorted(experiments.get(name).parameters())
+    sets = []
+    for _ in range(data.draw(st.integers(1, 3))):  # repeated keys: the last one counts
+        key = data.draw(st.one_of(st.sampled_from(known),
+                                  st.text(alphabet="abcKNxyz_", min_size=1, max_size=6)))
+        sets += ["--set", f"{key}={json.dumps(data.draw(VALUES))}"]
+    answer(["run", name, *sets, *BUDGETS, "--out", str(tmp_path / "out")], capsys)
+
+
+OPTION_VALUES = st.one_of(st.sampled_from(["-1", "0", "1", "nan", "inf", "1e300", "", "x",
+                                           "2G", "-5M", "[1]", "99999999999999999999"]),
+                          st.text(max_size=4))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(option=st.sampled_from(["--seed", "--workers", "--replications", "--max-memory",
+                               "--max-work", "--scale", "--set", "--address"]),
+       value=OPTION_VALUES, name=st.sampled_from(["ppsp-tradeoff", "nope", "pricing-fl"]))
+def test_random_cli_options(option, value, name, tmp_path, capsys):
+    if option == "--address" and value:
+        value = "ray://" + value  # a real address would try to connect
+    args = ["run", name, option, value, "--out", str(tmp_path / "o"), "--max-work", "1e6"]
+    if option != "--workers":
+        args += ["--workers", "0"]
+    if option == "--replications" and name == "ppsp-tradeoff":
+        args[1] = "ppsp-ring"
+    answer(args, capsys)
+
+
+EVERY_PARAMETER = [(name, key) for name in NAMES
+                   for key in sorted(experiments.get(name).parameters())]
+
+
+@pytest.mark.parametrize("name,key", EVERY_PARAMETER)
+def test_every_parameter_of_every_experiment(name, key, tmp_path, capsys):
+    """Deterministic coverage: a nested list with a null, then NaN, for every parameter."""
+    for raw in ("[[null]]", "NaN"):
+        answer(["run", name, "--set", f"{key}={raw}", *BUDGETS, "--out", str(tmp_path)],
+               capsys)
+
+
+@pytest.mark.parametrize("args", [
+    ["reproduce", "--max-work", "1", "--workers", "0"],
+    ["reproduce", "--seed", "-1"],
+    ["reproduce", "--max-memory", "1K", "--workers", "0"],
+    ["query", "select * from nowhere"],
+    ["query", ";;;"],
+    ["query", "select 1", "--out", "/proc/nothing"],
+])
+def test_reproduce_and_query(args, tmp_path, capsys):
+    if "--out" not in args:
+        args = [*args, "--out", str(tmp_path / "r")]
+    answer(args, capsys)
+
+
+@pytest.mark.parametrize("sets", [
+    ["K=1000000000"], ["d=1000000000"], ["populations=1000000000"],
+])
+def test_the_reported_size_inputs_are_refused(sets, tmp_path, capsys):
+    args = ["run", "bas-chain"]
+    for s in sets:
+        args += ["--set", s]
+    answer([*args, "--workers", "0", "--out", str(tmp_path)], capsys)
+
+
+def test_how_many_inputs_were_tried():
+    """Runs last in this module (when the module runs whole): the count, and every experiment
+    was run with malformed input."""
+    print(f"fuzz: {len(TRIED)} command lines tried")
+    if len(TRIED) < 100:
+        pytest.skip("run the whole module to count")
+    assert {a[1] for a in TRIED if a[0] == "run"} >= set(NAMES)
