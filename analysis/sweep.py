@@ -41,6 +41,14 @@ def run_batch(name: str, params: Mapping[str, Any], batch: Sequence[Unit]) -> pd
                      ignore_index=True)
 
 
+def _run_batch_on_node(name: str, params: Mapping[str, Any],
+                       batch: Sequence[Unit]) -> tuple[pd.DataFrame, str]:
+    """A Ray task: the batch's rows and the id of the node that computed them."""
+    import ray
+
+    return run_batch(name, params, batch), ray.get_runtime_context().get_node_id()
+
+
 def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers: int | None,
           address: str | None = None, parts_dir: Path | None = None,
           progress: bool = True) -> pd.DataFrame:
@@ -72,11 +80,18 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
             finish(i, run_batch(experiment.name, params, tasks[i]))
     else:
         ray = ensure_ray(workers, address)
-        remote = ray.remote(run_batch)
+        remote = ray.remote(_run_batch_on_node)
         pending = {remote.remote(experiment.name, dict(params), tasks[i]): i for i in todo}
+        nodes = set()
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
-            finish(pending.pop(ready[0]), ray.get(ready[0]))
+            frame, node = ray.get(ready[0])
+            nodes.add(node)
+            finish(pending.pop(ready[0]), frame)
+        bar.close()
+        if progress:
+            print(f"privgames: {experiment.name}: ran {len(todo)} tasks on {len(nodes)} Ray "
+                  f"node{'s' if len(nodes) != 1 else ''}", file=sys.stderr)
     bar.close()
     rows = pd.concat([done[i] for i in range(len(tasks))], ignore_index=True)
     for p in parts.values():
