@@ -17,7 +17,12 @@ from privgames.environments.fl_training import FederatedTrainingModel, TrainingC
 from privgames.environments.pricing_bayes import BayesConfig, BayesianPricingModel
 from privgames.environments.pricing_fl import PricingConfig, PricingFLModel
 from privgames.mechanisms.pricing import is_equilibrium, poa_family, social_cost
-from privgames.mechanisms.pricing_bayes import TRUTHFUL, Mechanism, case_equilibrium
+from privgames.mechanisms.pricing_bayes import (
+    TRUTHFUL,
+    Mechanism,
+    case_equilibrium,
+    expected_social_cost,
+)
 from privgames.mechanisms.pricing_bayes import deviation_gains as gains_at
 
 #: Largest N whose per-round, per-client noise goes into the rows (the traces).
@@ -312,16 +317,10 @@ def bne_unit(config: BayesConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
         gains = gains_at(game, mech, s)
         finals[f"max_gain_{name}"] = float(gains.max())
         if name == "none":
-            finals["selfish_social_cost"] = _bne_social_cost(game, s)
+            finals["selfish_social_cost"] = expected_social_cost(game, s)
     final = pd.DataFrame([{"metric": k, "value": float(v)} for k, v in finals.items()])
     return pd.concat([path, final.assign(method="learned")], ignore_index=True).astype(
         {"round": "Int64"})
-
-
-def _bne_social_cost(game, s) -> float:
-    from privgames.mechanisms.pricing_bayes import expected_social_cost
-
-    return expected_social_cost(game, s)
 
 
 #: A misreport must gain more than this (relative to the cost scale) to count as profitable.

@@ -35,7 +35,7 @@ def main() -> None:
     alpha = np.clip(np.random.default_rng(0).normal(0.5, 0.2, n), 0.01, 0.99)
     sigma = pr.optimal_noise(alpha, *GAME)
     beta = pr.penalty_coefficients(alpha, *GAME)
-    others = pr._others(sigma, "mle")
+    others = pr.rest_of_aggregate(sigma, "mle")
     ref = float(np.exp(np.mean(np.log(sigma))))
 
     def per_client() -> None:  # what one client's in-turn move costs, one at a time

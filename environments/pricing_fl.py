@@ -29,8 +29,6 @@ from privgames.environments.config import (
 from privgames.environments.streams import Seed, generator, spawn
 from privgames.mechanisms.pricing import (
     AGGREGATIONS,
-    _others,
-    _reference_scale,
     compensation,
     equilibrium_noise,
     expected_penalty,
@@ -38,6 +36,8 @@ from privgames.mechanisms.pricing import (
     is_equilibrium,
     optimal_noise,
     penalty_coefficients,
+    reference_scale,
+    rest_of_aggregate,
     social_cost,
     social_optimum,
 )
@@ -186,10 +186,10 @@ class PricingFLModel(Environment):
         """Each client's view of the rest of the aggregate, inferred from the published error
         scale ``Delta`` and its own noise (``Delta^-2 - sigma_i^-2`` for MLE, ``N^2 Delta^2 -
         sigma_i^2`` for the mean)."""
-        return _others(self.sigma, self.config.aggregation)
+        return rest_of_aggregate(self.sigma, self.config.aggregation)
 
     def reference_scale(self) -> float:
-        return _reference_scale(self.sigma, *self.game)
+        return reference_scale(self.sigma, *self.game)
 
     def damped(self, sigma: NDArray, target: NDArray) -> NDArray:
         """Move ``damping`` of the way to ``target`` in precision ``1/sigma``. A client whose

@@ -231,8 +231,8 @@ def best_responses(sigma: ArrayLike, alpha: ArrayLike, kappa: float, L_F: float,
     a = _alpha(alpha)
     s = np.asarray(sigma, dtype=float)
     b = np.zeros(a.size) if beta is None else np.broadcast_to(np.asarray(beta, float), a.shape)
-    return global_best_response(_others(s, aggregation), a, b, a.size, kappa, L_F, c, S,
-                                aggregation, _reference_scale(s, kappa, L_F, c, S))
+    return global_best_response(rest_of_aggregate(s, aggregation), a, b, a.size, kappa, L_F, c, S,
+                                aggregation, reference_scale(s, kappa, L_F, c, S))
 
 
 def global_best_response(others: NDArray, alpha: NDArray, beta: NDArray, n: int, kappa: float,
@@ -292,7 +292,7 @@ def _own_slope(sigma_i, others, alpha, kappa, L_F, c, S, aggregation, beta, n) -
     return accuracy - alpha * c * S / sigma_i**2 + 2.0 * beta * ((n - 1) / n) ** 2 * sigma_i
 
 
-def _others(sigma: NDArray, aggregation: str) -> NDArray:
+def rest_of_aggregate(sigma: NDArray, aggregation: str) -> NDArray:
     """Each client's view of the rest of the aggregate: ``sum_{j != i} sigma_j^-2`` (MLE) or
     ``sum_{j != i} sigma_j^2`` (mean), infinite when another client's part is."""
     with np.errstate(divide="ignore", over="ignore"):
@@ -310,7 +310,7 @@ def best_response(i: int, sigma: ArrayLike, alpha: ArrayLike, kappa: float, L_F:
     return float(best_responses(sigma, alpha, kappa, L_F, c, S, beta, aggregation)[i])
 
 
-def _reference_scale(sigma: NDArray, kappa: float, L_F: float, c: float, S: float) -> float:
+def reference_scale(sigma: NDArray, kappa: float, L_F: float, c: float, S: float) -> float:
     finite = sigma[np.isfinite(sigma) & (sigma > 0)]
     if finite.size:
         return float(np.exp(np.mean(np.log(finite))))
@@ -327,7 +327,7 @@ def is_equilibrium(sigma: ArrayLike, alpha: ArrayLike, kappa: float, L_F: float,
     n = a.size
     b = np.zeros(n) if beta is None else np.broadcast_to(np.asarray(beta, float), (n,))
     br = best_responses(s, a, kappa, L_F, c, S, b, aggregation)
-    args = (_others(s, aggregation), a, kappa, L_F, c, S, aggregation, b, n)
+    args = (rest_of_aggregate(s, aggregation), a, kappa, L_F, c, S, aggregation, b, n)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         now, best = _own_cost(s, *args), _own_cost(br, *args)
     return now <= best + rtol * np.abs(best) + 1e-300
