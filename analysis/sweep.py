@@ -66,6 +66,9 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
     bar = tqdm(total=sum(len(t) for t in tasks), desc=experiment.name, unit="run",
                file=sys.stderr, disable=not progress)
     bar.update(sum(len(tasks[i]) for i in done))
+    if done and progress:
+        print(f"privgames: {experiment.name}: resuming, {len(done)} of {len(tasks)} tasks "
+              "already done", file=sys.stderr)
 
     def finish(i: int, frame: pd.DataFrame) -> None:
         if parts[i] is not None:
@@ -98,6 +101,8 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
         if p is not None:
             p.unlink(missing_ok=True)
     if parts_dir is not None:
+        for stale in Path(parts_dir).glob(".*.tmp"):  # a write cut short by a killed driver
+            stale.unlink(missing_ok=True)
         remove_if_empty(Path(parts_dir))
     return rows
 
