@@ -528,6 +528,8 @@ class Window:
         self.cap, self.R = config.capacity, config.replications
         self.segment_of = config.segment_of()
         self.segments = int(self.segment_of.max()) + 1
+        self._ids: NDArray | None = None
+        self._cached: dict[int, slice] = {}
         self.enabled = 8 * self.cap * self.cap * self.R <= MAX_WINDOW_BYTES
         self.buffer = np.full((self.cap, self.R, self.cap), np.nan) if self.enabled else None
         self.step = 0
@@ -544,11 +546,7 @@ class Window:
     def record(self, ids: NDArray, state: NDArray, target: float, m: int) -> None:
         """Record one step of the nodes ``ids`` (all of the ring, or one shard of it) for a ring
         of ``m`` nodes whose secrets sum to ``target``."""
-        labels = self.segment_of[ids]
-        cuts = np.flatnonzero(np.diff(labels)) + 1
-        starts = np.concatenate(([0], cuts))
-        segments = {int(labels[a]): slice(a, b) for a, b in zip(starts, [*cuts, ids.size],
-                                                                strict=True)}
+        segments = self._segments(ids)
         error = np.zeros((self.R, self.segments))  # absent segments add an exact 0
         if not self.enabled:
             error[:] = np.nan
@@ -572,6 +570,19 @@ class Window:
     def join(self, node: int, after: int) -> None:
         """``node`` joins the ring after ``after``, in that node's segment."""
         self.segment_of[node] = self.segment_of[after]
+        self._ids = None
+
+    def _segments(self, ids: NDArray) -> dict[int, slice]:
+        """Each segment's run of positions in ``ids`` (cached while the ring is unchanged:
+        the model replaces ``ids`` when a node leaves or joins)."""
+        if ids is not self._ids:
+            labels = self.segment_of[ids]
+            cuts = np.flatnonzero(np.diff(labels)) + 1
+            starts = np.concatenate(([0], cuts))
+            self._cached = {int(labels[a]): slice(a, b)
+                            for a, b in zip(starts, [*cuts, ids.size], strict=True)}
+            self._ids = ids
+        return self._cached
 
     def parts(self) -> tuple[NDArray, NDArray, NDArray | None]:
         """Per step and segment: error and sum, ``(steps, replications, segments)``; and the
