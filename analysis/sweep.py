@@ -63,9 +63,10 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
     done = {i: frame for i, p in parts.items() if p is not None and p.exists()
             and (frame := _read_part(p)) is not None}
     todo = [i for i in range(len(tasks)) if i not in done]
-    bar = tqdm(total=sum(len(t) for t in tasks), desc=experiment.name, unit="run",
+    work = _task_work(experiment, params, tasks)
+    bar = tqdm(total=sum(work), desc=experiment.name, unit="op", unit_scale=True,
                file=sys.stderr, disable=not progress)
-    bar.update(sum(len(tasks[i]) for i in done))
+    bar.update(sum(work[i] for i in done))
     if done and progress:
         print(f"privgames: {experiment.name}: resuming, {len(done)} of {len(tasks)} tasks "
               "already done", file=sys.stderr)
@@ -74,7 +75,7 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
         if parts[i] is not None:
             write_parquet(frame, parts[i])
         done[i] = frame
-        bar.update(len(tasks[i]))
+        bar.update(work[i])
 
     if address:  # join the cluster up front: environments with a Ray backend use it too
         ensure_ray(workers, address)
@@ -116,6 +117,23 @@ def remove_if_empty(folder: Path) -> bool:
         return True
     except OSError:  # not empty: another run's parts
         return False
+
+
+def _task_work(experiment: Experiment, params: Mapping[str, Any],
+               tasks: Sequence[Sequence[Unit]]) -> list[float]:
+    """Each task's estimated work (its configs' ``footprint().work``; one per unit for a
+    config without a footprint), so the progress bar counts operations, not units."""
+    cache: dict[str, float] = {}
+
+    def unit_work(label: Mapping[str, Any]) -> float:
+        point = {k: v for k, v in label.items() if k != "population"}
+        key = json.dumps(point, sort_keys=True, default=str)
+        if key not in cache:
+            config = experiment.config(params, point)
+            cache[key] = float(config.footprint().work) if hasattr(config, "footprint") else 1.0
+        return cache[key]
+
+    return [sum(unit_work(label) for label, _ in task) for task in tasks]
 
 
 def _read_part(path: Path) -> pd.DataFrame | None:
