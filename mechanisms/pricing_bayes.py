@@ -16,6 +16,7 @@ two truthfulness constraints, ``q`` from ex-ante budget balance (``docs/errata.m
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -229,10 +230,9 @@ def design(game: BinaryGame) -> dict:
     u = (d_l - d_h) / 2
     reward = np.array([max(u, 0.0) / q_prob[0], max(-u, 0.0) / q_prob[1]])
     mech = Mechanism(beta=tuple(beta), reward=tuple(reward), target=tuple(target))
+    mech = dataclasses.replace(mech, q=compensation(game, mech, target))
     return {"target": target, "beta": beta, "reward": reward, "feasible": d_l + d_h <= 0,
-            "D": np.array([d_l, d_h]), "Q": q_prob,
-            "mechanism": Mechanism(beta=tuple(beta), reward=tuple(reward),
-                                   target=tuple(target), q=compensation(game, mech, target))}
+            "D": np.array([d_l, d_h]), "Q": q_prob, "mechanism": mech}
 
 
 def compensation(game: BinaryGame, mech: Mechanism, s: NDArray) -> float:

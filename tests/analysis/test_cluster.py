@@ -46,29 +46,28 @@ def cli(args, cwd):
                           env=env, capture_output=True, text=True, timeout=600)
 
 
+def run_both_ways(name, sets, cluster, tmp_path, on_cluster_only=()):
+    """Run ``name`` on the cluster and serially; return the cluster run and both row sets."""
+    on_cluster = cli(["run", name, *sets, *on_cluster_only, "--address", cluster, "--out",
+                      str(tmp_path / "cluster")], tmp_path)
+    assert on_cluster.returncode == 0, on_cluster.stderr[-2000:]
+    serial = cli(["run", name, *sets, "--workers", "0", "--out", str(tmp_path / "serial")],
+                 tmp_path)
+    assert serial.returncode == 0
+    return on_cluster, *(pd.read_parquet(tmp_path / where / f"{name}.parquet")
+                         for where in ("cluster", "serial"))
+
+
 def test_a_sweep_runs_on_both_nodes_with_the_serial_rows(cluster, tmp_path):
     sets = ["--set", "K=[3,5,8]", "--set", "populations=4", "--set", "replications=300"]
-    on_cluster = cli(["run", "bas-mse-vs-K", *sets, "--address", cluster, "--out",
-                      str(tmp_path / "c")], tmp_path)
-    assert on_cluster.returncode == 0, on_cluster.stderr[-2000:]
+    on_cluster, rows, serial = run_both_ways("bas-mse-vs-K", sets, cluster, tmp_path)
     assert "on 2 Ray nodes" in on_cluster.stderr
-    serial = cli(["run", "bas-mse-vs-K", *sets, "--workers", "0", "--out",
-                  str(tmp_path / "s")], tmp_path)
-    assert serial.returncode == 0
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "c" / "bas-mse-vs-K.parquet"),
-                                  pd.read_parquet(tmp_path / "s" / "bas-mse-vs-K.parquet"),
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(rows, serial, check_exact=True)
 
 
 def test_the_ray_ring_runs_on_the_cluster(cluster, tmp_path):
     sets = ["--set", "n=8", "--set", "K=60", "--set", "replications=3", "--set", "shards=2",
             "--set", "populations=1"]
-    ray_ring = cli(["run", "ppsp-ring", *sets, "--set", "backend=ray", "--address", cluster,
-                    "--out", str(tmp_path / "r")], tmp_path)
-    assert ray_ring.returncode == 0, ray_ring.stderr[-2000:]
-    vectorised = cli(["run", "ppsp-ring", *sets, "--workers", "0", "--out",
-                      str(tmp_path / "v")], tmp_path)
-    assert vectorised.returncode == 0
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "r" / "ppsp-ring.parquet"),
-                                  pd.read_parquet(tmp_path / "v" / "ppsp-ring.parquet"),
-                                  check_exact=True)
+    _, rows, vectorised = run_both_ways("ppsp-ring", sets, cluster, tmp_path,
+                                        on_cluster_only=("--set", "backend=ray"))
+    pd.testing.assert_frame_equal(rows, vectorised, check_exact=True)
