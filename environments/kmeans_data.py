@@ -1,0 +1,92 @@
+"""Point sets for DP k-means (``papers/budget-allocation-series.txt``, section 7.2.1), scaled to
+``[-1, 1]^d`` (sensitivity normalisation).
+
+The paper's "Unbalance" and "Birch3" (Franti & Sieranoja's benchmark sets) do not ship with a
+package; ``unbalance`` and ``birch3`` are made with their structure from a fixed seed (so every
+run sees the same points), and any CSV of points can be given instead.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from privgames.environments.config import ConfigError
+
+BUILT_IN = ("unbalance", "birch3")
+#: The clusters to find and the total budget the paper uses on each set (section 7.2).
+DEFAULTS = {"unbalance": {"k": 8, "epsilon": 0.3}, "birch3": {"k": 20, "epsilon": 0.5}}
+
+
+def scale(points: NDArray) -> NDArray:
+    """Each coordinate mapped linearly onto ``[-1, 1]`` (a constant one to 0)."""
+    low, high = points.min(axis=0), points.max(axis=0)
+    span = np.where(high > low, high - low, 1.0)
+    return np.where(high > low, 2.0 * (points - low) / span - 1.0, 0.0)
+
+
+@lru_cache(maxsize=4)
+def unbalance() -> tuple[NDArray, NDArray]:
+    """Like "Unbalance": 6,500 labelled 2-D points, three dense clusters of 2,000 and five
+    sparse ones of 100, well separated."""
+    rng = np.random.default_rng(np.random.SeedSequence(20211208, spawn_key=(1,)))
+    centres = np.array([[-0.7, -0.5], [-0.7, 0.4], [-0.25, -0.05],
+                        [0.3, 0.6], [0.6, 0.2], [0.75, -0.35], [0.35, -0.65], [0.2, 0.0]])
+    sizes = np.array([2000] * 3 + [100] * 5)
+    spread = np.array([0.07] * 3 + [0.04] * 5)
+    labels = np.repeat(np.arange(8), sizes)
+    points = centres[labels] + spread[labels, None] * rng.standard_normal((sizes.sum(), 2))
+    return scale(points), labels
+
+
+@lru_cache(maxsize=4)
+def birch3() -> tuple[NDArray, None]:
+    """Like "Birch3": 100,000 unlabelled 2-D points in 100 Gaussian blobs of random sizes,
+    positions and spreads (clustered with k = 20, so the clusters are not explicit)."""
+    rng = np.random.default_rng(np.random.SeedSequence(20211208, spawn_key=(2,)))
+    blobs = 100
+    sizes = rng.multinomial(100_000, rng.dirichlet(np.full(blobs, 2.0)))
+    centres = rng.uniform(-0.9, 0.9, (blobs, 2))
+    spread = rng.uniform(0.01, 0.08, blobs)
+    which = np.repeat(np.arange(blobs), sizes)
+    points = centres[which] + spread[which, None] * rng.standard_normal((which.size, 2))
+    return scale(points), None
+
+
+def load_points(data: str) -> tuple[NDArray, NDArray | None]:
+    """A built-in set by name, or a CSV file of points: numeric columns with a header; a
+    column named ``label`` (integers) makes the set labelled (scored by F1)."""
+    if data in BUILT_IN:
+        return unbalance() if data == "unbalance" else birch3()
+    return _csv(str(Path(data).expanduser().resolve()))
+
+
+@lru_cache(maxsize=4)
+def _csv(path: str) -> tuple[NDArray, NDArray | None]:
+    where = f"data={path!r}"
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        raise ConfigError(f"{where} is not a readable CSV of points ({type(err).__name__}): "
+                          f"data must be one of {', '.join(BUILT_IN)} or a CSV file with a "
+                          "header and numeric columns") from None
+    labels = None
+    if "label" in frame.columns:
+        raw = frame.pop("label")
+        if not pd.api.types.is_integer_dtype(raw) or (raw < 0).any():
+            raise ConfigError(f"{where}: the label column must hold integers >= 0")
+        labels = pd.factorize(raw, sort=True)[0]
+    if frame.shape[1] == 0 or len(frame) < 2:
+        raise ConfigError(f"{where} has {len(frame)} rows and {frame.shape[1]} coordinate "
+                          "columns: it needs at least 2 points with at least 1 coordinate")
+    values = frame.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise ConfigError(f"{where}: row {row + 2}, column {frame.columns[col]!r} is not a "
+                          "finite number: every coordinate must be one")
+    return scale(values), labels
