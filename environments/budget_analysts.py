@@ -33,13 +33,16 @@ class AnalystConfig:
     """Analysts learning a strategy.
 
     Attributes:
-        task: ``sum`` (``N`` independent sum queries; utility: minus the total squared noise
-            over the average strategy's expectation) or ``kmeans`` (DP k-means with ``N``
+        task: ``sum`` (``N`` independent sum queries; utility: minus the log of the total
+            squared noise over the average strategy's expectation: the log keeps a strategy
+            with absurd budgets, like bisection over 50 queries, from swamping the learner with
+            heavy-tailed rewards) or ``kmeans`` (DP k-means with ``N``
             iterations on ``data``; utility: weighted F1, or minus NIVC if unlabelled).
         strategies: the arms.
         analysts: learners (independent); rounds: workloads each.
-        N: queries or iterations per workload; epsilon: total budget per workload (default:
-            1 for sums, the data set's for k-means).
+        N: queries or iterations per workload (default: 50 sum queries, as in Table 2; 10
+            k-means iterations); epsilon: total budget per workload (default: 1 for sums, the
+            data set's for k-means).
         data, k: the k-means data set and clusters (``KMeansConfig``).
         offline_repetitions: runs per strategy for the offline ranking (k-means).
     """
@@ -49,7 +52,7 @@ class AnalystConfig:
                                    "flip-taylor")
     analysts: int = 20
     rounds: int = 300
-    N: int = 20
+    N: int | None = None
     epsilon: float | None = None
     data: str = "unbalance"
     k: int | None = None
@@ -67,6 +70,8 @@ class AnalystConfig:
         check_int("analysts", self.analysts, 1)
         check_int("rounds", self.rounds, 1)
         check_int("offline_repetitions", self.offline_repetitions, 2)
+        if self.N is None:
+            object.__setattr__(self, "N", 50 if self.task == "sum" else 10)
         if self.epsilon is None:
             object.__setattr__(self, "epsilon", 1.0 if self.task == "sum" else
                                DEFAULTS.get(self.data, {"epsilon": 0.3})["epsilon"])
@@ -126,7 +131,7 @@ class AnalystModel(Environment):
         b = self.budgets[arm]
         if self.config.task == "sum":
             noise = rng.laplace(0.0, 1.0 / b, (runs, b.size))
-            return -np.sum(noise * noise, axis=1) / self.scale
+            return -np.log(np.sum(noise * noise, axis=1) / self.scale)
         c = self.config
         d = self.points.shape[1]
         centroids = rng.uniform(-1.0, 1.0, (runs, c.k, d))
@@ -158,12 +163,9 @@ class AnalystModel(Environment):
         return np.array([a.favourite for a in self.analysts])
 
     def offline(self) -> tuple[NDArray, NDArray]:
-        """Each arm's mean utility and its standard error, measured offline (exact for sums:
-        ``-expected_mse / scale``; ``offline_repetitions`` runs per arm for k-means)."""
+        """Each arm's mean utility and its standard error, measured offline from
+        ``offline_repetitions`` runs per arm (own streams)."""
         c = self.config
-        if c.task == "sum":
-            mean = -expected_mse(self.budgets) / self.scale
-            return mean, np.zeros_like(mean)
         stats = [self.utilities(a, c.offline_repetitions, generator(child(self._offline_seed, a)))
                  for a in range(len(c.strategies))]
         return (np.array([s.mean() for s in stats]),

@@ -46,27 +46,44 @@ class NoiseConfig:
 
     Attributes:
         strategy: an allocation strategy (``privgames.mechanisms.budget.STRATEGIES``).
-        N: queries per round; epsilon: the total budget; U_s: the noise bound of the ``ac-``
-            strategies (default: the middle of Lemma 3's interval); r, t: series parameters
-            (default: eq 14 and eq 16).
+        N: queries per round; epsilon: the total budget.
+        U_s: the noise bound of the ``ac-`` strategies: a number, or ``[[N, U_s], ...]`` pairs
+            (Table 2 pairs ``N = 20, 50, 100`` with ``U_s = 30, 95, 200``); an ``N`` without a
+            pair gets the middle of Lemma 3's interval.
+        r, t: series parameters (default: eq 14 and eq 16).
         rounds: rounds averaged (eq 37).
     """
 
     strategy: str = "avg"
     N: int = 20
     epsilon: float = 1.0
-    U_s: float | None = None
+    U_s: float | tuple | None = None
     r: float | None = None
     t: float | None = None
     rounds: int = 100
 
     def __post_init__(self) -> None:
-        check_series("N", self.N, self.epsilon, self.r, self.t, self.U_s)
+        if isinstance(self.U_s, list | tuple):
+            pairs = []
+            for i, pair in enumerate(self.U_s):
+                if not isinstance(pair, list | tuple) or len(pair) != 2:
+                    raise ConfigError(f"U_s[{i}]={pair!r} is not allowed: U_s must be a number "
+                                      "or a list of [N, U_s] pairs")
+                pairs.append((check_int(f"U_s[{i}][0]", pair[0], 1),
+                              check_real(f"U_s[{i}][1]", pair[1], 0.0, low_open=True)))
+            object.__setattr__(self, "U_s", tuple(pairs))
+        check_series("N", self.N, self.epsilon, self.r, self.t, self.us_for_N())
         check_int("rounds", self.rounds, 1)
         self.budgets()  # validates the strategy and U_s (Lemma 3)
 
+    def us_for_N(self) -> float | None:
+        """The ``U_s`` that applies at this ``N``."""
+        if isinstance(self.U_s, tuple):
+            return dict(self.U_s).get(self.N)
+        return self.U_s
+
     def budgets(self) -> NDArray:
-        return allocate(self.strategy, self.N, self.epsilon, self.r, self.t, self.U_s)
+        return allocate(self.strategy, self.N, self.epsilon, self.r, self.t, self.us_for_N())
 
     def footprint(self) -> Footprint:
         """The ``(rounds, N)`` noise block; work: its draws."""
