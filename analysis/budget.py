@@ -1,6 +1,7 @@
-"""Experiments of series privacy-budget allocation (Bai et al., ``papers/budget-allocation-series.txt``):
-Table 2's total noise, Tables 3-5's ``U_s`` intervals, DP k-means (Figs 10-14), the collusion
-attack against each protection, and analysts who learn their strategy."""
+"""Experiments of series privacy-budget allocation (Bai et al.,
+``papers/budget-allocation-series.txt``): Table 2's total noise, Tables 3-5's ``U_s``
+intervals, DP k-means (Figs 10-14), the collusion attack against each protection, and
+analysts who learn their strategy."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Analysts who learn which budget strategy suits their task (``papers/budget-allocation-series.txt``,
-sections 7.1-7.2: independent sum queries favour the least total noise, iterative k-means
-favours other shapes).
+"""Analysts who learn which budget strategy suits their task
+(``papers/budget-allocation-series.txt``, sections 7.1-7.2: independent sum queries favour
+the least total noise, iterative k-means favours other shapes).
 
 Each round every analyst runs its workload once under the strategy it picks and observes the
 utility; it learns by Thompson sampling (``privgames.agents.budget_agents``). The offline
