@@ -23,7 +23,7 @@ from privgames.environments.budget_queries import (
     NoiseConfig,
     round_mse,
 )
-from privgames.environments.config import Footprint, check_choice
+from privgames.environments.config import Footprint, check_int
 from privgames.environments.dp_kmeans import DPKMeansModel, KMeansConfig
 from privgames.mechanisms.budget import (
     SQRT2,
@@ -144,7 +144,7 @@ class BoundsConfig:
     table: int = 3
 
     def __post_init__(self) -> None:
-        check_choice("table", self.table, tuple(TABLES))
+        check_int("table", self.table, min(TABLES), max(TABLES))
 
     def footprint(self) -> Footprint:
         return Footprint(1e5, 1e3, "table")

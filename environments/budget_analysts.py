@@ -20,7 +20,7 @@ from privgames.agents.budget_agents import Analyst, thompson_choices
 from privgames.environments.base import Environment
 from privgames.environments.budget_queries import check_series
 from privgames.environments.config import ConfigError, Footprint, check_choice, check_int
-from privgames.environments.kmeans_data import DEFAULTS, load_points
+from privgames.environments.kmeans_data import DEFAULTS, check_data, load_points
 from privgames.environments.streams import Seed, child, generator, spawn
 from privgames.mechanisms.budget import STRATEGIES, allocate, expected_mse
 from privgames.mechanisms.dp_kmeans import dp_iteration, nearest, nivc, weighted_f1
@@ -60,6 +60,7 @@ class AnalystConfig:
 
     def __post_init__(self) -> None:
         check_choice("task", self.task, TASKS)
+        check_data(self.data)
         if isinstance(self.strategies, str) or not isinstance(self.strategies, tuple | list) \
                 or len(self.strategies) < 2:
             raise ConfigError(f"strategies={self.strategies!r} is not allowed: strategies must "

@@ -27,11 +27,16 @@ from privgames.mechanisms.budget import allocate, expected_mse, parse_method, pr
 POOLS = ("query", "all")
 
 
+#: Longest budget sequence: validation builds the sequence, so its length is bounded before
+#: the memory guard sees the run (each budget would be at most 1e-6 of the total).
+MAX_SEQUENCE = 10**6
+
+
 def check_series(n_name: str, n: int, epsilon: float, r: float | None, t: float | None,
                  U_s: float | None) -> None:
-    """The shared allocation parameters: ``epsilon > 0``, ``r``, ``t`` in (0, 1), ``U_s > 0``
-    (its Lemma 3 interval is checked where the sequence is built)."""
-    check_int(n_name, n, 1)
+    """The shared allocation parameters: ``1 <= n <= 10^6``, ``epsilon > 0``, ``r``, ``t`` in
+    (0, 1), ``U_s > 0`` (its Lemma 3 interval is checked where the sequence is built)."""
+    check_int(n_name, n, 1, MAX_SEQUENCE)
     check_real("epsilon", epsilon, 0.0, low_open=True)
     for name, value in (("r", r), ("t", t)):
         if value is not None:
@@ -63,6 +68,7 @@ class NoiseConfig:
     rounds: int = 100
 
     def __post_init__(self) -> None:
+        check_int("N", self.N, 1, MAX_SEQUENCE)
         if isinstance(self.U_s, list | tuple):
             pairs = []
             for i, pair in enumerate(self.U_s):

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from privgames.environments.base import Environment
 from privgames.environments.budget_queries import check_series
 from privgames.environments.config import ConfigError, Footprint, check_int
-from privgames.environments.kmeans_data import BUILT_IN, DEFAULTS, load_points
+from privgames.environments.kmeans_data import DEFAULTS, check_data, load_points
 from privgames.environments.streams import Seed, generator, spawn
 from privgames.mechanisms.budget import allocate, parse_method, protect
 from privgames.mechanisms.dp_kmeans import dp_iteration, nearest, nivc, weighted_f1
@@ -56,10 +56,7 @@ class KMeansConfig:
     positive: bool = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.data, str) or not self.data:
-            raise ConfigError(f"data={self.data!r} is not allowed: data must be one of "
-                              f"{', '.join(BUILT_IN)} or the path of a CSV file")
-        points, labels = load_points(self.data)
+        points, labels = load_points(check_data(self.data))
         default = DEFAULTS.get(self.data, {"k": (int(labels.max()) + 1 if labels is not None
                                                  else 8), "epsilon": 0.3})
         if self.k is None:

@@ -16,9 +16,12 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from privgames.environments.config import ConfigError
+from privgames.environments.streams import child, generator
 
 BUILT_IN = ("unbalance", "birch3")
 #: The clusters to find and the total budget the paper uses on each set (section 7.2).
+#: The built-in sets are made from this fixed seed (the same points in every run).
+DATA_SEED = 20211208
 DEFAULTS = {"unbalance": {"k": 8, "epsilon": 0.3}, "birch3": {"k": 20, "epsilon": 0.5}}
 
 
@@ -33,7 +36,7 @@ def scale(points: NDArray) -> NDArray:
 def unbalance() -> tuple[NDArray, NDArray]:
     """Like "Unbalance": 6,500 labelled 2-D points, three dense clusters of 2,000 and five
     sparse ones of 100, well separated."""
-    rng = np.random.default_rng(np.random.SeedSequence(20211208, spawn_key=(1,)))
+    rng = generator(child(DATA_SEED, 1))
     centres = np.array([[-0.7, -0.5], [-0.7, 0.4], [-0.25, -0.05],
                         [0.3, 0.6], [0.6, 0.2], [0.75, -0.35], [0.35, -0.65], [0.2, 0.0]])
     sizes = np.array([2000] * 3 + [100] * 5)
@@ -47,7 +50,7 @@ def unbalance() -> tuple[NDArray, NDArray]:
 def birch3() -> tuple[NDArray, None]:
     """Like "Birch3": 100,000 unlabelled 2-D points in 100 Gaussian blobs of random sizes,
     positions and spreads (clustered with k = 20, so the clusters are not explicit)."""
-    rng = np.random.default_rng(np.random.SeedSequence(20211208, spawn_key=(2,)))
+    rng = generator(child(DATA_SEED, 2))
     blobs = 100
     sizes = rng.multinomial(100_000, rng.dirichlet(np.full(blobs, 2.0)))
     centres = rng.uniform(-0.9, 0.9, (blobs, 2))
@@ -55,6 +58,14 @@ def birch3() -> tuple[NDArray, None]:
     which = np.repeat(np.arange(blobs), sizes)
     points = centres[which] + spread[which, None] * rng.standard_normal((which.size, 2))
     return scale(points), None
+
+
+def check_data(data: object) -> str:
+    """``data`` names a built-in set or a file (a non-empty string)."""
+    if not isinstance(data, str) or not data:
+        raise ConfigError(f"data={data!r} is not allowed: data must be one of "
+                          f"{', '.join(BUILT_IN)} or the path of a CSV file")
+    return data
 
 
 def load_points(data: str) -> tuple[NDArray, NDArray | None]:

@@ -143,13 +143,24 @@ def proportions(strategy: str, n: int, epsilon: float = 1.0, r: float | None = N
                           + ", ".join(STRATEGIES))
     r, t = _params(n, r, t)
     if not strategy.startswith("ac-"):
-        return _BASE[strategy](n, r, t)
-    k = _BASE[strategy[3:]](n, r, t)
+        return _representable(_BASE[strategy](n, r, t), strategy, n, r, t)
+    k = _representable(_BASE[strategy[3:]](n, r, t), strategy, n, r, t)
     low, high = us_interval(k, epsilon)
     U_s = (low + high) / 2 if U_s is None else U_s
     check_real("U_s", U_s, low, high)
     alpha = acceptable_alpha(k, epsilon, U_s)
     return np.full(n, 1.0 / n) if math.isinf(alpha) else compound(k, alpha)
+
+
+def _representable(k: NDArray, strategy: str, n: int, r: float, t: float) -> NDArray:
+    """``k`` if its smallest term is a normal positive float, else a :class:`ConfigError`: a
+    series that steep (small ``r``, tiny ``t``, bisection over ~1,000 queries) gives budgets
+    below 1e-308, i.e. noise no query could use."""
+    if float(k.min()) < np.finfo(float).tiny:
+        raise ConfigError(f"strategy={strategy!r} with n={n}, r={r:.6g}, t={t:.6g}: the smallest "
+                          "budget underflows (below 1e-308 of epsilon); use fewer queries or a "
+                          "flatter series (r closer to 1, larger t)")
+    return k
 
 
 def allocate(strategy: str, n: int, epsilon: float, r: float | None = None,
@@ -221,8 +232,10 @@ def protect(budgets: ArrayLike, method: str, rng: np.random.Generator,
         eta = rng.laplace(0.0, 1.0 / eps_n, reps)
         n_s = np.maximum(np.rint(n + (np.abs(eta) if positive else eta)), 1).astype(int)
         out = np.empty_like(b)
-        for row, (m, tot) in enumerate(zip(n_s, total, strict=True)):
-            out[row] = tot * series_prefix(strategy, n, int(m), float(tot), r, t, U_s)
+        for m in np.unique(n_s):  # few distinct n_s: one sequence each
+            rows = n_s == m
+            out[rows] = total[rows, None] * series_prefix(strategy, n, int(m),
+                                                          float(total[rows][0]), r, t, U_s)
     return out.reshape(np.shape(budgets)) if np.ndim(budgets) == 1 else out
 
 
@@ -230,11 +243,12 @@ def series_prefix(strategy: str, n: int, n_s: int, epsilon: float, r: float | No
                   t: float | None = None, U_s: float | None = None) -> NDArray:
     """Proportions of the first ``n`` terms of ``strategy`` built for ``n_s`` queries (its
     parameters ``r``, ``t`` default to ``n_s``'s), recalibrated: the series are infinite, so
-    any ``n_s >= 1`` gives ``n`` positive terms. A ``U_s`` outside the rebuilt sequence's
+    any ``n_s >= 1`` gives ``n`` positive terms (``n_s = 1`` shapes the series as ``n_s = 2``:
+    Taylor's ``t`` would be 1, all budget on one term). A ``U_s`` outside the rebuilt sequence's
     Lemma 3 interval is moved to its nearest end."""
     m = max(n, n_s)
-    r = geometric_ratio(n_s) if r is None else r
-    t = taylor_t(n_s) if t is None else t
+    r = geometric_ratio(max(n_s, 2)) if r is None else r
+    t = taylor_t(max(n_s, 2)) if t is None else t
     if U_s is not None and strategy.startswith("ac-"):
         low, high = us_bounds(strategy, m, epsilon, r, t)
         U_s = min(max(U_s, low), high)

@@ -16,9 +16,11 @@ from privgames.environments import streams
 SMALL = {"ppsp-example2": {"K": 300, "leave_at": 100, "join_at": 200, "replications": 2},
          "ppsp-ring": {"K": 60, "replications": 4}, "bas-properties": {"K": 4, "rounds": 3},
          "bas-split": {"K": 10, "subsequences": [2]}, "sar-participation": {"rounds": 3},
-         "pricing-fig2": {"eta": [0.5]}, "pricing-poa": {"N": [10]}}
+         "pricing-fig2": {"eta": [0.5]}, "pricing-poa": {"N": [10]},
+         "dp-kmeans": {"repetitions": 4, "method": ["flip-geo/noisy-n"], "iterations": [3]},
+         "budget-analysts": {"rounds": 5, "analysts": 3, "offline_repetitions": 3}}
 
-DETERMINISTIC = {"ppsp-tradeoff"}
+DETERMINISTIC = {"ppsp-tradeoff", "budget-us-bounds"}
 ROOT = Path(__file__).resolve().parents[2]
 
 
