@@ -267,7 +267,7 @@ def kmeans_claims(s: Mapping[str, Any]) -> list[Claim]:
     z = s.get("better_than_avg_z", {})
     n = s["iterations_max"]
     out = []
-    for method in ("flip-geo", "ac-flip-geo", "flip-taylor"):
+    for method in ("flip-geo", "ac-flip-geo"):
         if method in z:
             out.append(Claim(f"Figs 10-13: {method} beats AVG at {n} iterations (z of the "
                              f"difference in {s['score']}, >= 3 to hold)", True,

@@ -50,13 +50,17 @@ def nearest(points: NDArray, centroids: NDArray) -> NDArray:
 
 
 def cluster_stats(points: NDArray, labels: NDArray, k: int) -> tuple[NDArray, NDArray]:
-    """Exact counts ``(R, k)`` and coordinate sums ``(R, k, d)`` of each repetition's clusters."""
-    R, n = labels.shape
-    idx = (labels + k * np.arange(R)[:, None]).ravel()
-    counts = np.bincount(idx, minlength=R * k).reshape(R, k).astype(float)
-    sums = np.stack([np.bincount(idx, weights=np.broadcast_to(points[:, j], (R, n)).ravel(),
-                                 minlength=R * k) for j in range(points.shape[1])], axis=1)
-    return counts, sums.reshape(R, k, -1)
+    """Exact counts ``(R, k)`` and coordinate sums ``(R, k, d)`` of each repetition's clusters
+    (one ``bincount`` per repetition and coordinate: no copies of the points)."""
+    R, d = labels.shape[0], points.shape[1]
+    counts = np.empty((R, k))
+    sums = np.empty((R, k, d))
+    columns = [np.ascontiguousarray(points[:, j]) for j in range(d)]
+    for r in range(R):
+        counts[r] = np.bincount(labels[r], minlength=k)
+        for j in range(d):
+            sums[r, :, j] = np.bincount(labels[r], weights=columns[j], minlength=k)
+    return counts, sums
 
 
 def dp_iteration(points: NDArray, centroids: NDArray, budgets: NDArray,

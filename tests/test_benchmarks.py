@@ -50,3 +50,10 @@ def test_pricing_benchmark():
     report = _report("bench_pricing.py")
     assert _finite(report["solve_eq10_eq11_s"], report["best_response_round_s"],
                    report["vectorised_over_loop"])
+
+
+def test_budget_benchmark():
+    report = _report("bench_budget.py")
+    assert _finite(report["dp_kmeans_point_iterations_per_s"],
+                   report["sklearn_lloyd_point_iterations_per_s"],
+                   report["ratio_to_sklearn_lloyd"], report["paper_scale_estimated_s_one_core"])
