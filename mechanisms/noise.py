@@ -1,0 +1,180 @@
+"""The Clip-Laplace mechanism and its calibration (APES, ``papers/apes-shuffle-clip-laplace.txt``,
+Definition 4, Theorem 1, eq 1), and the classic Laplace mechanism of the baselines.
+
+``CLap(x, lambda, A)`` is the Laplace density centred at ``x`` truncated to ``[-A, A]`` and
+renormalised. For gradients clipped to ``[-C, C]`` (``Delta f = 2C``), APES uses ``lambda =
+2C / eps`` and ``A = C`` (Theorem 1: ``eps``-LDP). The printed normalising constant repeats one
+exponent; the correct one is ``S = 1 - e^(-(A - x)/lambda)/2 - e^(-(A + x)/lambda)/2``
+(``docs/errata.md``). Everything here is vectorised and broadcasts over its arguments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.interpolate import CubicHermiteSpline
+from scipy.optimize.elementwise import find_root
+from scipy.special import gammainc
+
+from privgames.environments.config import ConfigError
+
+
+def _scale(eps: ArrayLike, C: float) -> NDArray:
+    e = np.asarray(eps, dtype=float)
+    if np.any(~(e > 0)) or not C > 0:
+        raise ConfigError(f"eps must be > 0 and C > 0 (got eps min {np.min(e)!r}, C={C!r})")
+    return 2.0 * C / e
+
+
+def normaliser(x: ArrayLike, lam: ArrayLike, A: float) -> NDArray:
+    """``S``: the Laplace mass of ``[-A, A]`` around ``x`` (Definition 4, corrected)."""
+    x = np.asarray(x, dtype=float)
+    return 1.0 - 0.5 * np.exp(-(A - x) / lam) - 0.5 * np.exp(-(A + x) / lam)
+
+
+def clip_laplace_pdf(y: ArrayLike, x: ArrayLike, eps: ArrayLike, C: float,
+                     A: float | None = None) -> NDArray:
+    """Density of ``CLap(x, 2C/eps, A)`` at ``y`` (``A`` defaults to ``C``)."""
+    A = C if A is None else A
+    lam = _scale(eps, C)
+    y, x = np.asarray(y, dtype=float), np.asarray(x, dtype=float)
+    inside = np.abs(y) <= A
+    dens = np.exp(-np.abs(y - x) / lam) / (2.0 * lam * normaliser(x, lam, A))
+    return np.where(inside, dens, 0.0)
+
+
+def clip_laplace_sample(x: ArrayLike, eps: ArrayLike, C: float, rng: np.random.Generator,
+                        A: float | None = None) -> NDArray:
+    """Exact draws of ``CLap(x, 2C/eps, A)`` by the inverse CDF of the truncated Laplace: a
+    uniform on the Laplace CDF's range over ``[-A, A]`` mapped back, each tail computed from its
+    own side (no cancellation near either end). One uniform per draw, generated and
+    transformed in cache-sized blocks (in place), so the kernel runs near numpy's raw rate."""
+    A = C if A is None else A
+    lam = _scale(eps, C)
+    x = np.asarray(x, dtype=float)
+    shape = np.broadcast_shapes(x.shape, lam.shape)
+    flat = (int(np.prod(shape[:-1])), shape[-1]) if shape else (1, 1)
+    xb = np.broadcast_to(x, shape).reshape(flat)
+    per_row = lam.ndim == 0 or lam.shape[-1] == 1  # one budget per user: keep it compact
+    lam_b = (np.broadcast_to(lam, (*shape[:-1], 1)).reshape(flat[0], 1) if per_row
+             else np.broadcast_to(lam, shape).reshape(flat))
+    out = np.empty(flat)
+    step = max(1, BLOCK // flat[1])
+    for lo in range(0, flat[0], step):
+        sl = slice(lo, lo + step)
+        _clap_block(xb[sl], lam_b[sl], A, rng, out[sl])
+    return out.reshape(shape)
+
+
+#: Draws transformed at once by :func:`clip_laplace_sample` (fits the L2 cache).
+BLOCK = 1 << 14
+
+
+def _clap_block(x: NDArray, lam: NDArray, A: float, rng: np.random.Generator,
+                out: NDArray) -> None:
+    """One block, in place: ``F(-A) = K / E`` and ``1 - F(A) = K E`` with ``E = e^(x/lam)``,
+    ``K = e^(-A/lam) / 2`` (one exponential per draw; two where ``A/lam > 700`` would
+    overflow), then one logarithm."""
+    a = A / lam
+    if np.max(a) < 700.0:
+        e = x / lam
+        np.exp(e, out=e)
+        k = 0.5 * np.exp(-a)
+        high = k * e  # 1 - F(A) = e^(-(A - x)/lam) / 2
+        low = np.divide(k, e, out=e)  # F(-A) = e^(-(A + x)/lam) / 2
+    else:
+        high = 0.5 * np.exp((x - A) / lam)
+        low = 0.5 * np.exp(-(x + A) / lam)
+    mass = 1.0 - low - high
+    v = rng.random(out.shape)
+    u = v * mass
+    u += low  # F(z)
+    below = u <= 0.5  # z <= x: the lower branch F = e^((z - x)/lam) / 2
+    v -= 1.0
+    v *= mass
+    np.subtract(high, v, out=v)  # 1 - F(z) = high + (1 - v) mass, from the top
+    np.copyto(v, u, where=below)
+    np.log(v, out=v)
+    v += _LN2
+    v *= lam
+    np.negative(v, out=out)
+    np.copyto(out, v, where=below)
+    out += x
+    np.clip(out, -A, A, out=out)
+
+
+_LN2 = float(np.log(2.0))
+
+
+def _moments(x: NDArray, lam: NDArray, A: float) -> tuple[NDArray, NDArray]:
+    """First and second moments of ``CLap(x, lam, A)`` from the incomplete gamma function:
+    ``int_0^a u^j e^(-u/lam) du = lam^(j+1) j! P(j+1, a/lam)`` on each side of ``x``."""
+    a, b = (A + x) / lam, (A - x) / lam
+
+    def m(j: int, t: NDArray) -> NDArray:
+        return lam ** (j + 1) * float(np.prod(np.arange(1, j + 1))) * gammainc(j + 1, t)
+
+    norm = 2.0 * lam * normaliser(x, lam, A)
+    first = (x * m(0, a) - m(1, a) + x * m(0, b) + m(1, b)) / norm
+    second = (x * x * m(0, a) - 2 * x * m(1, a) + m(2, a) + x * x * m(0, b) + 2 * x * m(1, b)
+              + m(2, b)) / norm
+    return first, second
+
+
+def clip_laplace_mean(x: ArrayLike, eps: ArrayLike, C: float) -> NDArray:
+    """Eq (1): ``E[CLap(x, 2C/eps, C)] = ((C + lam)(e1 - e2) + 2x) / (2 - e1 - e2)``, ``e1 =
+    e^((-C - x)/lam)``, ``e2 = e^((-C + x)/lam)`` (checked against numerical integration)."""
+    lam = _scale(eps, C)
+    x = np.asarray(x, dtype=float)
+    e1, e2 = np.exp((-C - x) / lam), np.exp((-C + x) / lam)
+    return ((C + lam) * (e1 - e2) + 2.0 * x) / (2.0 - e1 - e2)
+
+
+def clip_laplace_mean_slope(x: ArrayLike, eps: ArrayLike, C: float) -> NDArray:
+    """``d/dx`` of eq (1) (positive: the mean is increasing in ``x``)."""
+    lam = _scale(eps, C)
+    x = np.asarray(x, dtype=float)
+    e1, e2 = np.exp((-C - x) / lam), np.exp((-C + x) / lam)
+    num, den = (C + lam) * (e1 - e2) + 2.0 * x, 2.0 - e1 - e2
+    dnum = 2.0 - (C + lam) * (e1 + e2) / lam
+    dden = (e1 - e2) / lam
+    return (dnum * den - num * dden) / den**2
+
+
+def clip_laplace_var(x: ArrayLike, eps: ArrayLike, C: float) -> NDArray:
+    """Variance of ``CLap(x, 2C/eps, C)`` (closed form via the incomplete gamma function)."""
+    first, second = _moments(np.asarray(x, dtype=float), _scale(eps, C), C)
+    return second - first**2
+
+
+def laplace_sample(x: ArrayLike, eps: ArrayLike, C: float,
+                   rng: np.random.Generator) -> NDArray:
+    """The classic Laplace mechanism for gradients in ``[-C, C]``: ``x + Lap(2C/eps)``."""
+    lam = _scale(eps, C)
+    x = np.asarray(x, dtype=float)
+    return x + rng.laplace(0.0, 1.0, np.broadcast_shapes(x.shape, lam.shape)) * lam
+
+
+#: Grid points of the calibration curve (cubic Hermite with exact slopes: error ~ h^4).
+CALIBRATION_GRID = 257
+
+
+def calibrate(mean: ArrayLike, eps: ArrayLike, C: float) -> NDArray:
+    """The analyzer's calibration (section "Analyzing Process"): for each dimension, the
+    ``g`` in ``[-C, C]`` with ``(1/n) sum_i E[CLap(g, 2C/eps_i, C)] = mean``.
+
+    The curve ``g -> (1/n) sum_i E_i(g)`` depends only on the shuffled budgets: it is
+    evaluated exactly (eq 1 and its slope) on a grid, interpolated by a cubic Hermite spline,
+    and inverted per dimension with a vectorised bracketing root finder. Means outside the
+    curve's range (noise) map to the nearest end, ``-C`` or ``C``.
+    """
+    eps = np.asarray(eps, dtype=float).ravel()
+    grid = np.linspace(-C, C, CALIBRATION_GRID)
+    curve = np.mean(clip_laplace_mean(grid[:, None], eps[None, :], C), axis=1)
+    slope = np.mean(clip_laplace_mean_slope(grid[:, None], eps[None, :], C), axis=1)
+    spline = CubicHermiteSpline(grid, curve, slope)
+    target = np.clip(np.asarray(mean, dtype=float), curve[0], curve[-1])
+    flat = target.ravel()
+    res = find_root(lambda g, t: spline(g) - t, (np.full_like(flat, -C), np.full_like(flat, C)),
+                    args=(flat,), tolerances={"xatol": 1e-13 * C, "xrtol": 0.0})
+    return res.x.reshape(target.shape)
