@@ -329,3 +329,37 @@ def user_level_central(eps_c: float, delta_c: float, b: int,
     eps_uc = eps_c * math.sqrt(4 * b * math.log(1 / delta_prime)) + 2 * b * eps_c * math.expm1(
         eps_c)
     return eps_uc, delta_prime + 2 * b * delta_c
+
+
+def accounting(eps_local: ArrayLike, framework: str, d: int, b: int, delta_s: float,
+               delta_prime: float) -> dict:
+    """Every privacy number of one APES-family run (Table 3's columns) from its budgets.
+
+    ``eps_central``: dimension-level central epsilon of the framework (``pldp``: no shuffler,
+    the largest local budget; ``ldp-min``: the smallest; ``unis``: eq (2)'s reduction;
+    ``apes``/``s-apes``: EoN), each shuffling bound in both forms beside it;
+    ``eps_user_central``: Proposition 1 over the ``b`` dimensions sent; ``eps_user_local``:
+    ``d`` times the local budgets (S-APES's top-b is chosen from all ``d`` perturbed values,
+    so post-processing gives ``d eps``; the paper's ``b eps`` is ``eps_user_local_paper``).
+    """
+    eps = np.asarray(eps_local, dtype=float)
+    base = {m: baseline_bound(eps, delta_s, m) for m in METHODS}
+    eon = {m: eon_bound(eps, delta_s, m) for m in METHODS}
+    central = {"non-private": math.inf, "ldp-min": float(eps.min()), "pldp": float(eps.max()),
+               "unis": base["numerical"], "apes": eon["numerical"],
+               "s-apes": eon["numerical"]}[framework]
+    delta_c = delta_central(eps, delta_s) if framework in ("apes", "s-apes") else (
+        delta_s if framework == "unis" else 0.0)
+    if math.isfinite(central):
+        eps_uc, delta_uc = user_level_central(central, delta_c, b, delta_prime)
+    else:
+        eps_uc, delta_uc = math.inf, 0.0
+    return {"eps_central": central, "delta_central": delta_c,
+            "eps_central_baseline": base["numerical"], "eps_central_baseline_closed":
+                base["closed"], "eps_central_eon": eon["numerical"],
+            "eps_central_eon_closed": eon["closed"],
+            "eps_user_local_min": d * float(eps.min()), "eps_user_local_max": d * float(
+                eps.max()),
+            "eps_user_local_paper_min": b * float(eps.min()),
+            "eps_user_local_paper_max": b * float(eps.max()),
+            "eps_user_central": eps_uc, "delta_user_central": delta_uc}

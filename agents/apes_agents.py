@@ -1,0 +1,46 @@
+"""Users, shuffler and analyzer of APES / S-APES (``papers/apes-shuffle-clip-laplace.txt``,
+Algorithms 1-2). Agents are views: the reports, budgets and model live in the model's arrays.
+"""
+
+from __future__ import annotations
+
+import mesa
+import numpy as np
+
+
+class PLDPUser(mesa.Agent):
+    """A user with a private local budget ``epsilon`` (its dimension-level LDP level) who
+    perturbs its clipped gradient and sends it, with its budget, to the shuffler.
+
+    Attributes:
+        index: its column in the model's report matrix and its entry in the budget list.
+    """
+
+    def __init__(self, model: mesa.Model, index: int) -> None:
+        super().__init__(model)
+        self.index = int(index)
+
+    @property
+    def epsilon(self) -> float:
+        return float(self.model.budgets[self.index])
+
+
+class Shuffler(mesa.Agent):
+    """The trusted shuffler: permutes the reports within each dimension and the budget list
+    separately (Algorithm 1), so the analyzer cannot tell which budget went with which value."""
+
+    def shuffle(self) -> None:
+        m = self.model
+        m.shuffler_rng.permuted(m.reports, axis=1, out=m.reports)
+        m.shuffled_budgets = m.shuffler_rng.permutation(m.budgets)
+
+
+class Analyzer(mesa.Agent):
+    """The untrusted analyzer: averages each dimension of the shuffled reports, calibrates the
+    Clip-Laplace bias with the shuffled budgets (eq 1), and takes a gradient step."""
+
+    def aggregate(self) -> None:
+        m = self.model
+        estimate = m.estimate(m.reports.mean(axis=1))
+        m.w = m.w - m.config.lr * estimate.reshape(m.w.shape)
+        m.gradient_error = float(np.sqrt(np.mean((estimate - m.true_mean) ** 2)))
