@@ -160,7 +160,7 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    from privgames.analysis import bas, budget, ppsp, pricing, sar  # noqa: F401  (importing registers)
+    from privgames.analysis import apes, bas, budget, ppsp, pricing, sar  # noqa: F401  (importing registers)
 
     for point in entry_points(group=ENTRY_POINTS):
         try:

@@ -70,8 +70,8 @@ class APESConfig:
     C: float = 0.1
     b_ratio: float = 0.2
     sparsify: str = "post"
-    rounds: int = 15
-    lr: float = 2.0
+    rounds: int = 30
+    lr: float = 1.0
     samples: int = 8
     data: str | None = None
     delta_s: float = 1e-8
@@ -218,7 +218,7 @@ class APESModel(Environment):
         self.shuffler = Shuffler(self)
         self.analyzer = Analyzer(self)
         self.datacollector = mesa.DataCollector(model_reporters={
-            "accuracy": APESModel.test_accuracy,
+            "test_accuracy": APESModel.test_accuracy,
             "gradient_error": lambda m: m.gradient_error})
 
     def step(self) -> None:

@@ -173,8 +173,13 @@ def calibrate(mean: ArrayLike, eps: ArrayLike, C: float) -> NDArray:
     curve = np.mean(clip_laplace_mean(grid[:, None], eps[None, :], C), axis=1)
     slope = np.mean(clip_laplace_mean_slope(grid[:, None], eps[None, :], C), axis=1)
     spline = CubicHermiteSpline(grid, curve, slope)
-    target = np.clip(np.asarray(mean, dtype=float), curve[0], curve[-1])
+    target = np.asarray(mean, dtype=float)
     flat = target.ravel()
-    res = find_root(lambda g, t: spline(g) - t, (np.full_like(flat, -C), np.full_like(flat, C)),
-                    args=(flat,), tolerances={"xatol": 1e-13 * C, "xrtol": 0.0})
-    return res.x.reshape(target.shape)
+    out = np.where(flat >= curve[-1], C, -C)  # saturated: beyond the curve's range
+    inside = (flat > curve[0]) & (flat < curve[-1])
+    if inside.any():
+        t = flat[inside]
+        res = find_root(lambda g, tt: spline(g) - tt, (np.full_like(t, -C), np.full_like(t, C)),
+                        args=(t,), tolerances={"xatol": 1e-13 * C, "xrtol": 0.0})
+        out[inside] = res.x
+    return out.reshape(target.shape)
