@@ -277,7 +277,8 @@ def clone_epsilon(eps_star: float, clone_probabilities: ArrayLike, delta: float)
         n, p = q.size, float(q[0])
         mode = binom.pmf(math.floor((n + 1) * p), n, p)
         sd = math.sqrt(n * p * (1 - p))
-        counts = np.arange(max(0, int(n * p - 12 * sd - 12)), min(n, int(n * p + 12 * sd + 12)))
+        counts = np.arange(max(0, int(n * p - 12 * sd - 12)),
+                           min(n, int(n * p + 12 * sd + 12)) + 1)
         weights = binom.pmf(counts, n, p)
         keep = weights > TRIM * mode
         counts, weights = counts[keep], weights[keep]

@@ -18,7 +18,9 @@ SMALL = {"ppsp-example2": {"K": 300, "leave_at": 100, "join_at": 200, "replicati
          "bas-split": {"K": 10, "subsequences": [2]}, "sar-participation": {"rounds": 3},
          "pricing-fig2": {"eta": [0.5]}, "pricing-poa": {"N": [10]},
          "dp-kmeans": {"repetitions": 4, "method": ["flip-geo/noisy-n"], "iterations": [3]},
-         "budget-analysts": {"rounds": 5, "analysts": 3, "offline_repetitions": 3}}
+         "budget-analysts": {"rounds": 5, "analysts": 3, "offline_repetitions": 3},
+         "apes": {"rounds": 2, "n": 50}, "apes-clip": {"rounds": 2, "n": 50},
+         "apes-sparsify": {"rounds": 2, "n": 50}, "apes-audit": {"trials": 200}}
 
 DETERMINISTIC = {"ppsp-tradeoff", "budget-us-bounds"}
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,93 @@
+"""The APES environment: users, shuffler and analyzer; frameworks; Ray; the audit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privgames.environments.apes import APESConfig, APESModel, perturb
+from privgames.environments.apes_audit import AuditConfig, audit, clopper_pearson
+from privgames.environments.config import ConfigError
+from privgames.mechanisms.shuffle import eon_bound
+
+
+def test_shuffler_permutes_within_dimensions_and_the_budgets_separately():
+    model = APESModel(APESConfig(n=40, rounds=1), 1)
+    model.collect_reports(0)
+    before = model.reports.copy()
+    model.shuffler.shuffle()
+    np.testing.assert_array_equal(np.sort(before, axis=1), np.sort(model.reports, axis=1))
+    assert not np.array_equal(before, model.reports)
+    np.testing.assert_array_equal(np.sort(model.shuffled_budgets), np.sort(model.budgets))
+    assert len(model.users) == 40 and model.users[3].epsilon == model.budgets[3]
+
+
+def test_analyzer_estimate_is_unbiased_for_the_mean_gradient():
+    """APES's calibrated estimate and UniS's plain mean both track the true mean clipped
+    gradient; with many users the error shrinks like 1/sqrt(n)."""
+    errors = {}
+    for n in (200, 3200):
+        model = APESModel(APESConfig(n=n, rounds=1), 2).run()
+        errors[n] = model.gradient_error
+    assert errors[3200] < 0.4 * errors[200]
+
+
+def test_training_reaches_the_non_private_accuracy_with_a_large_budget():
+    big = APESModel(APESConfig(n=300, budgets=tuple([50.0] * 300), rounds=20), 3).run()
+    free = APESModel(APESConfig(n=300, framework="non-private", rounds=20), 3).run()
+    assert big.test_accuracy() > free.test_accuracy() - 0.03 > 0.8
+
+
+def test_s_apes_sends_b_real_values_and_pads_the_rest():
+    cfg = APESConfig(n=5, framework="s-apes", b_ratio=0.1)
+    g = np.zeros((5, cfg.d))
+    g[:, :3] = cfg.C  # three informative coordinates
+    rng = np.random.default_rng(0)
+    out = perturb(g, np.full(5, 50.0), cfg, rng)  # a large budget: outputs near the inputs
+    assert out.shape == (5, cfg.d) and np.all(np.abs(out) <= cfg.C)
+    assert np.all(out[:, :3] > 0.5 * cfg.C)  # the top-b keep the informative ones
+    assert cfg.b == round(0.1 * cfg.d)
+
+
+def test_ray_groups_give_the_same_numbers(ray_session):
+    cfg = dict(n=60, rounds=3, groups=3, framework="s-apes")
+    a = APESModel(APESConfig(**cfg), 7).run()
+    b = APESModel(APESConfig(**cfg, backend="ray"), 7).run()
+    np.testing.assert_array_equal(a.w, b.w)
+
+
+def test_user_budgets_from_a_file(tmp_path):
+    path = tmp_path / "eps.txt"
+    path.write_text("\n".join(["0.5"] * 10))
+    model = APESModel(APESConfig(n=10, budgets=str(path), rounds=1), 0)
+    assert np.all(model.budgets == 0.5)
+    (tmp_path / "bad.txt").write_text("0.5\nabc\n")
+    with pytest.raises(ConfigError, match="budgets="):
+        APESConfig(n=2, budgets=str(tmp_path / "bad.txt"))
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"C": 0.0}, "C=0.0"), ({"b_ratio": 1.5}, "b_ratio=1.5"), ({"delta_s": 1.0}, "delta_s=1.0"),
+    ({"framework": "dp-sgd"}, "framework='dp-sgd'"), ({"distribution": "x"}, "distribution="),
+    ({"budgets": [0.5, -1.0], "n": 2}, "budgets[1]=-1.0"), ({"data": "/no/such.npz"}, "data="),
+])
+def test_bad_input(kwargs, needle):
+    with pytest.raises(ConfigError) as err:
+        APESConfig(**kwargs)
+    assert needle in str(err.value)
+
+
+def test_audit_lower_bound_stays_below_the_upper_bound():
+    """The certified lower bound (95% Clopper-Pearson on both rates) is below the EoN bound for
+    the same budgets; at n = 5 the attack finds a clearly positive epsilon."""
+    cfg = AuditConfig(n=5, trials=20_000)
+    result = audit(cfg, 3)
+    upper = eon_bound(result["budgets"], cfg.delta_s)
+    lo, hi = result["audit_eps_lower_ci"]
+    assert 0 < result["audit_eps_lower"] == lo <= result["audit_eps_estimate"] <= hi
+    assert lo <= upper
+
+
+def test_clopper_pearson_covers():
+    lo, hi = clopper_pearson(np.array([0, 5, 100]), 100, 0.95)
+    assert lo[0] == 0 and hi[2] == 1 and lo[1] < 0.05 < hi[1]

@@ -1,0 +1,94 @@
+"""Clip-Laplace (APES, Definition 4, Theorem 1, eq 1): sampler, density, moments, calibration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.integrate import quad
+
+from privgames.mechanisms import noise as N
+
+C = 0.1
+POINTS = [(x, e) for x in (-C, -0.03, 0.0, 0.07, C) for e in (0.05, 1.0, 5.0)]
+
+
+@pytest.mark.parametrize("x,eps", POINTS)
+def test_density_normalised_and_eq1_and_variance_against_quadrature(x, eps):
+    def pdf(y):
+        return float(N.clip_laplace_pdf(y, x, eps, C))
+
+    mass = quad(pdf, -C, C, points=[x], epsabs=1e-14)[0]
+    mean = quad(lambda y: y * pdf(y), -C, C, points=[x], epsabs=1e-15)[0]
+    second = quad(lambda y: y * y * pdf(y), -C, C, points=[x], epsabs=1e-15)[0]
+    assert mass == pytest.approx(1.0, abs=1e-12)
+    assert float(N.clip_laplace_mean(x, eps, C)) == pytest.approx(mean, abs=1e-13)
+    assert float(N.clip_laplace_var(x, eps, C)) == pytest.approx(second - mean**2, abs=1e-13)
+
+
+def test_printed_normaliser_is_wrong_off_centre():
+    """Definition 4 prints S with the same exponent twice; at x != 0 that is not the mass."""
+    x, lam = 0.07, 2 * C / 1.0
+    printed = 1 - 0.5 * np.exp((-C + x) / lam) - 0.5 * np.exp((-C + x) / lam)
+    assert abs(printed - N.normaliser(x, lam, C)) > 1e-3
+
+
+@pytest.mark.parametrize("x,eps", [(0.05, 0.5), (-C, 0.05), (C, 3.0), (0.0, 50.0)])
+def test_sampler_moments_within_3_se(x, eps):
+    """Sample mean and variance of 400,000 draws against eq (1) and the closed-form variance;
+    tolerances: 3 SE (the variance's SE from the fourth central moment of the sample)."""
+    draws = N.clip_laplace_sample(np.full(400_000, x), eps, C, np.random.default_rng(3))
+    assert np.all(np.abs(draws) <= C)
+    mean, var = float(N.clip_laplace_mean(x, eps, C)), float(N.clip_laplace_var(x, eps, C))
+    n = draws.size
+    assert abs(draws.mean() - mean) < 3 * np.sqrt(var / n)
+    m4 = np.mean((draws - draws.mean()) ** 4)
+    assert abs(draws.var() - var) < 3 * np.sqrt((m4 - var**2) / n)
+
+
+def test_sampler_matches_the_cdf():
+    """Kolmogorov-Smirnov against the exact truncated-Laplace CDF (by quadrature), n = 20,000."""
+    from scipy.stats import kstest
+
+    x, eps = 0.04, 0.8
+    draws = N.clip_laplace_sample(np.full(20_000, x), eps, C, np.random.default_rng(9))
+    grid = np.linspace(-C, C, 4001)
+    cdf_grid = np.concatenate([[0.0], np.cumsum(
+        0.5 * (N.clip_laplace_pdf(grid[1:], x, eps, C) + N.clip_laplace_pdf(grid[:-1], x, eps,
+                                                                            C))
+        * np.diff(grid))])
+    assert kstest(draws, lambda y: np.interp(y, grid, cdf_grid)).pvalue > 1e-3
+
+
+def test_density_ratio_never_exceeds_e_eps():
+    """Theorem 1: over inputs in [-C, C] and outputs in [-C, C] the density ratio is at most
+    e^eps, and the worst case (x = C, x' = -C, y at an end) attains it."""
+    g = np.linspace(-C, C, 161)
+    for eps in (0.05, 0.5, 1.0, 4.0):
+        dens = N.clip_laplace_pdf(g[None, :], g[:, None], eps, C)  # [input, output]
+        worst = np.log(dens[:, None, :] / dens[None, :, :]).max()
+        assert worst <= eps + 1e-12
+        assert worst == pytest.approx(eps, abs=1e-9)
+
+
+def test_calibration_recovers_the_mean_gradient():
+    rng = np.random.default_rng(1)
+    eps = rng.uniform(0.05, 1.0, 2000)
+    g = np.concatenate([rng.uniform(-C, C, 300), [-C, C, 0.0]])
+    observed = np.mean(N.clip_laplace_mean(g[None, :], eps[:, None], C), axis=0)
+    np.testing.assert_allclose(N.calibrate(observed, eps, C), g, atol=1e-9)
+    # noise can push the mean past the curve: the estimate saturates at the clip bound
+    assert N.calibrate(np.array([1.0, -1.0]), eps, C).tolist() == [C, -C]
+
+
+def test_laplace_baseline_is_unbiased():
+    draws = N.laplace_sample(np.full(200_000, 0.05), 0.5, C, np.random.default_rng(2))
+    assert abs(draws.mean() - 0.05) < 3 * np.sqrt(2 * (2 * C / 0.5) ** 2 / draws.size)
+
+
+def test_bad_input():
+    from privgames.environments.config import ConfigError
+
+    with pytest.raises(ConfigError, match="eps must be > 0"):
+        N.clip_laplace_mean(0.0, 0.0, C)
+    with pytest.raises(ConfigError, match="C > 0"):
+        N.clip_laplace_sample(0.0, 1.0, -1.0, np.random.default_rng(0))
