@@ -57,3 +57,10 @@ def test_budget_benchmark():
     assert _finite(report["dp_kmeans_point_iterations_per_s"],
                    report["sklearn_lloyd_point_iterations_per_s"],
                    report["ratio_to_sklearn_lloyd"], report["paper_scale_estimated_s_one_core"])
+
+
+def test_apes_benchmark():
+    report = _report("bench_apes.py")
+    r = report["round"]
+    assert _finite(report["eon_numerical_s"], report["baseline_numerical_s"], r["ratio_to_raw"])
+    assert r["peak_traced_MiB"] < 4 * r["reports_MiB"] + 200  # bounded: a few reports matrices
