@@ -91,3 +91,16 @@ def test_audit_lower_bound_stays_below_the_upper_bound():
 def test_clopper_pearson_covers():
     lo, hi = clopper_pearson(np.array([0, 5, 100]), 100, 0.95)
     assert lo[0] == 0 and hi[2] == 1 and lo[1] < 0.05 < hi[1]
+
+
+def test_an_mnist_file_gives_the_papers_dimension(tmp_path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mnist.npz"
+    np.savez(path, x_train=rng.integers(0, 256, (300, 28, 28), dtype=np.uint8),
+             y_train=rng.integers(0, 10, 300))
+    model = APESModel(APESConfig(n=20, rounds=1, data=str(path)), 0).run()
+    assert model.config.d == 7850 and model.reports.shape == (7850, 20)
+    assert model.w.shape == (10, 785)
+    (tmp_path / "bad.npz").write_text("not an archive")
+    with pytest.raises(ConfigError, match="is not an MNIST file"):
+        APESModel(APESConfig(n=20, data=str(tmp_path / "bad.npz")), 0)
