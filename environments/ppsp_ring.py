@@ -188,6 +188,11 @@ class PPSPConfig:
         return max(self.n, extra)
 
     @property
+    def final_size(self) -> int:
+        """Nodes on the ring after the last step (leave and join are within the ``K`` steps)."""
+        return (self.n - (self.leave_at is not None) + (self.join_at is not None))
+
+    @property
     def block(self) -> int:
         """Node ids per noise stream: the capacity split into equal blocks of at most
         ``NOISE_BLOCK``, so the ring draws no more numbers than it has nodes (bar rounding)."""
@@ -511,17 +516,21 @@ class PPSPModel(Environment):
         steps = np.arange(k - c.n + 1, k)
         if steps.size == 0 or steps[0] < 0:
             return math.nan
-        std = np.stack([self.std(s, np.arange(c.n)) for s in steps])
-        return float(np.sum(np.sqrt(2.0 / math.pi * estimator_error_variance(std))))
+        rows = (np.broadcast_to(self.std(s, np.arange(c.n)), (c.n,)) for s in steps)  # O(n)
+        return float(np.sum(np.sqrt(2.0 / math.pi * estimator_error_variance(rows))))
 
 
 class Window:
     """The estimator ``y_i``: the sum of each node's last ``m`` states (``m`` = ring size).
 
     States are kept by node id, so a node that joins starts with an empty window and one that
-    leaves stops counting. Tracked when the window fits in ``MAX_WINDOW_BYTES``. The error and
-    the network sum are recorded per segment (:meth:`PPSPConfig.segment_of`) and added over
-    segments at the end, so a sharded ring records exactly the vectorized ring's numbers.
+    leaves stops counting. When the window of past states fits in ``MAX_WINDOW_BYTES`` the error
+    is recorded at every step, from a running sum (add the new states, drop the ones that leave
+    the window: O(n R) a step; recomputed exactly once per wrap of the buffer so that rounding
+    cannot drift); otherwise only the last ``m`` steps' states are summed, in O(n R) memory, for
+    the final error. The error and the network sum are recorded per segment
+    (:meth:`PPSPConfig.segment_of`) and added over segments at the end, so a sharded ring
+    records exactly the vectorized ring's numbers.
     """
 
     def __init__(self, config: PPSPConfig) -> None:
@@ -532,6 +541,9 @@ class Window:
         self._cached: dict[int, slice] = {}
         self.enabled = 8 * self.cap * self.cap * self.R <= MAX_WINDOW_BYTES
         self.buffer = np.full((self.cap, self.R, self.cap), np.nan) if self.enabled else None
+        self.running = np.zeros((self.R, self.cap))  # the window's sum by node id
+        self.included = 0  # past steps in ``running``
+        self.last, self.tail_from = config.K - 1, config.K - config.final_size
         self.step = 0
         self.error, self.sums, self.targets, self.estimates = [], [], [], []
 
@@ -547,25 +559,48 @@ class Window:
         """Record one step of the nodes ``ids`` (all of the ring, or one shard of it) for a ring
         of ``m`` nodes whose secrets sum to ``target``."""
         segments = self._segments(ids)
-        error = np.zeros((self.R, self.segments))  # absent segments add an exact 0
-        if not self.enabled:
-            error[:] = np.nan
-        else:
-            row = self.buffer[self.step % self.cap]
-            row[:] = np.nan
-            row[:, ids] = state
-            last = [(self.step - r) % self.cap for r in range(min(m, self.step + 1))]
-            y = np.nansum(self.buffer[last][:, :, ids], axis=0)
+        error = np.full((self.R, self.segments), np.nan)
+        if self.enabled:
+            self._slide(ids, state, m)
+        elif self.step >= self.tail_from:  # the final estimate's last m states
+            self.running[:, ids] += state
+        if self.enabled or self.step == self.last:
+            y = self.running[:, ids]
             deviation = np.abs(y - target)
+            error[:] = 0.0  # absent segments add an exact 0
             for j, seg in segments.items():
                 error[:, j] = deviation[:, seg].sum(axis=1)
-            est = np.full(self.cap, np.nan)
-            est[ids] = y[0]
-            self.estimates.append(est)
+            if self.enabled:
+                est = np.full(self.cap, np.nan)
+                est[ids] = y[0]
+                self.estimates.append(est)
         sums = np.zeros((self.R, self.segments))
         for j, seg in segments.items():
             sums[:, j] = state[:, seg].sum(axis=1)
         self.append(error, sums, target)
+
+    def _slide(self, ids: NDArray, state: NDArray, m: int) -> None:
+        """Put this step's states in the buffer and move the running sum to the last
+        ``min(m, steps)`` of them."""
+        cap, k = self.cap, self.step
+        row = self.buffer[k % cap]
+        if self.included == cap:  # the row about to be overwritten is the window's oldest
+            self.running -= np.nan_to_num(row)
+            self.included -= 1
+        row[:] = np.nan
+        row[:, ids] = state
+        self.running[:, ids] += state
+        self.included += 1
+        want = min(m, k + 1)
+        while self.included > want:  # the ring shrank: drop the oldest
+            self.running -= np.nan_to_num(self.buffer[(k - self.included + 1) % cap])
+            self.included -= 1
+        while self.included < want:  # the ring grew: take older states back in
+            self.running += np.nan_to_num(self.buffer[(k - self.included) % cap])
+            self.included += 1
+        if k % cap == cap - 1:  # once per wrap: exact, so rounding cannot accumulate
+            rows = [(k - r) % cap for r in range(self.included)]
+            self.running = np.nansum(self.buffer[rows], axis=0)
 
     def join(self, node: int, after: int) -> None:
         """``node`` joins the ring after ``after``, in that node's segment."""

@@ -10,6 +10,7 @@ with ``A`` the cyclic shift. Schedules: harmonic ``v_i(k) = c_i / (k + d_i)`` an
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -34,19 +35,22 @@ def shift_step(x: NDArray, beta: NDArray) -> NDArray:
     return np.roll(x - beta, 1, axis=-1) + beta
 
 
-def estimator_error_variance(std: NDArray) -> NDArray:
+def estimator_error_variance(std: Iterable[NDArray]) -> NDArray:
     """Exact ``var(y_i(k))`` from the noise standard deviations of the window's steps.
 
     Derived (not in the paper): ``y(k) - s 1 = sum_{j=k}^{k+n-2} (I - A^(k+n-1-j)) beta(j)``;
     older noise cancels because ``J A = J`` for the all-ones ``J``. So with ``t = k+n-1-j``,
-    ``var(y_i(k)) = sum_{t=1}^{n-1} v_i(j)^2 + v_{i-t}(j)^2``. ``std`` is ``(n-1, n)``: row ``r``
-    holds ``v(k + r)`` in ring order. This tends to 0, far inside the bounds of Theorems 1-2.
+    ``var(y_i(k)) = sum_{t=1}^{n-1} v_i(j)^2 + v_{i-t}(j)^2``. ``std`` gives the ``n - 1`` rows
+    (an ``(n-1, n)`` array or any iterable of rows, so a large ring needs one row at a time):
+    row ``r`` holds ``v(k + r)`` in ring order. This tends to 0, far inside the bounds of
+    Theorems 1-2.
     """
-    steps, n = std.shape
-    var = np.zeros(n)
-    for r in range(steps):
-        t = n - 1 - r
-        var += std[r] ** 2 + np.roll(std[r], t) ** 2
+    var = None
+    for r, row in enumerate(std):
+        n = row.size
+        if var is None:
+            var = np.zeros(n)
+        var += row**2 + np.roll(row, n - 1 - r) ** 2
     return var
 
 

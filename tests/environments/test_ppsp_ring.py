@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from privgames.analysis import experiments
 from privgames.analysis.claims import z_threshold
+from privgames.environments import ppsp_ring as ring
 from privgames.environments.config import ConfigError
 from privgames.environments.ppsp_ring import (
     EXAMPLE2_SECRETS,
@@ -236,3 +237,46 @@ def test_stepping_by_hand_is_the_same_as_run():
     assert by_hand.run() is by_hand and by_hand.steps == whole.steps == 30
     np.testing.assert_array_equal(by_hand.state, whole.state)
     pd.testing.assert_frame_equal(by_hand.results(), whole.results(), check_exact=True)
+
+
+class _BruteWindow(ring.Window):
+    """The old estimator: every step, the sum over the buffer's last m rows (O(m n R))."""
+
+    def record(self, ids, state, target, m):
+        super().record(ids, state, target, m)
+        rows = [(self.step - 1 - r) % self.cap for r in range(min(m, self.step))]
+        y = np.nansum(self.buffer[rows][:, :, ids], axis=0)
+        self.brute.append(np.abs(y - target).sum(axis=1))
+
+
+def test_running_window_is_the_sum_of_the_last_m_states(monkeypatch):
+    """The O(n R)-per-step running sum equals the direct sum over the window at every step,
+    through a leave and a join (the window shrinks, then grows back)."""
+    made = []
+
+    def window(config):
+        w = _BruteWindow(config)
+        w.brute = []
+        made.append(w)
+        return w
+
+    monkeypatch.setattr(ring, "Window", window)
+    cfg = ring.PPSPConfig(n=12, K=150, replications=3, leave_at=40, leave_node=5, join_at=90)
+    run = ring.PPSPModel(cfg, 4).run().record()
+    np.testing.assert_allclose(run.error, np.array(made[0].brute), rtol=1e-9, atol=1e-9)
+
+
+def test_final_error_without_the_window_matches_with_it_and_the_exact_formula(monkeypatch):
+    """A ring too large for the per-step window still reports its final error (the last m
+    states summed in O(n R) memory): the same number as the windowed run, and the exact
+    formula within 3 SE (40 replications)."""
+    cfg = ring.PPSPConfig(n=60, K=300, replications=40)
+    full = ring.PPSPModel(cfg, 5).run()
+    monkeypatch.setattr(ring, "MAX_WINDOW_BYTES", 1024)
+    small = ring.PPSPModel(cfg, 5).run()
+    assert not small.window.enabled and small.window.buffer is None
+    a, b = full.record().error, small.record().error
+    assert np.isnan(b[:-1]).all()
+    np.testing.assert_allclose(b[-1], a[-1], rtol=1e-9)
+    err = b[-1]
+    assert abs(err.mean() - small.exact_error(cfg.K)) < 3 * err.std(ddof=1) / np.sqrt(err.size)
