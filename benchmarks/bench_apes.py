@@ -11,30 +11,21 @@ benchmarks/bench_apes.py`` (``--quick`` for a smoke run); medians of interleaved
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
-import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from _common import arguments, timed
 
 from privgames.environments.apes import APESConfig, APESModel
 from privgames.mechanisms.shuffle import baseline_bound, eon_bound, personalized_budgets
 
 
-def timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
+    args = arguments(__doc__)
     reps = 3
     users = 10**5 if args.quick else 10**6
     eps = personalized_budgets("uniform2", users, np.random.default_rng(0))

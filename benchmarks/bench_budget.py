@@ -10,12 +10,12 @@ interleaved repetitions in one process; the ratios are what to compare across ma
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 
 import numpy as np
+from _common import arguments, timed
 from sklearn.cluster import KMeans
 
 from privgames.environments.kmeans_data import birch3
@@ -24,17 +24,8 @@ from privgames.mechanisms.dp_kmeans import dp_iteration
 PAPER_POINT_ITERATIONS = 4 * sum(range(5, 50, 5)) * 1000 * 100_000
 
 
-def timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--paper", action="store_true", help="also run dp-kmeans --scale paper")
-    args = parser.parse_args()
+    args = arguments(__doc__, ("--paper", "also run dp-kmeans --scale paper"))
     points = birch3()[0]
     if args.quick:
         points = points[:20_000]

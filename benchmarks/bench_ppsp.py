@@ -10,22 +10,15 @@ does not grow with the steps); (4) the Ray-actor backend's throughput with 2 sha
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import time
 import tracemalloc
 
 import mesa
 import numpy as np
+from _common import arguments, timed
 
 from privgames.environments.ppsp_ring import PPSPConfig, PPSPModel
-
-
-def timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
 
 
 def vectorized_vs_raw(n: int, K: int) -> dict:
@@ -100,10 +93,7 @@ def ray_throughput(n: int, K: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--no-ray", action="store_true")
-    args = parser.parse_args()
+    args = arguments(__doc__, ("--no-ray", "skip the Ray backend"))
     q = args.quick
     report = {"vectorized": vectorized_vs_raw(10_000 if q else 100_000, 20 if q else 200),
               "mesa": mesa_speedup(1000 if q else 10_000, 5 if q else 100),

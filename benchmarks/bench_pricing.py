@@ -8,28 +8,19 @@ interleaved repetitions in one process; the ratio is what to compare across mach
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import time
 
 import numpy as np
+from _common import arguments, timed
 
 from privgames.mechanisms import pricing as pr
 
 GAME = (1.0, 1.0, 1.0, 1.0)
 
 
-def timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
+    args = arguments(__doc__)
     n = 1000 if args.quick else 10_000
     loop_n = 20 if args.quick else 200
     alpha = np.clip(np.random.default_rng(0).normal(0.5, 0.2, n), 0.01, 0.99)
