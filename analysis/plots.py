@@ -605,7 +605,8 @@ def apes_training(rows: pd.DataFrame) -> plt.Figure:
     eps = rows[rows["metric"] == "eps_central"].groupby("method")["value"].mean()
     x = np.arange(len(final))
     axes[1].errorbar(x, final["accuracy"], yerr=2 * final["accuracy_se"], fmt="o")
-    axes[1].set_xticks(x, [f"{m}\neps_c={eps[m]:.3g}" for m in final["method"]], fontsize="small")
+    axes[1].set_xticks(x, [f"{m}\neps_c={eps[m]:.3g}" for m in final["method"]], fontsize="small",
+                       rotation=30, ha="right")
     axes[1].set(ylabel="final test accuracy (2 SE)", title="Accuracy and central epsilon")
     _legend_outside(axes[0], "framework")
     fig.tight_layout()
@@ -667,7 +668,8 @@ def apes_audit(rows: pd.DataFrame) -> plt.Figure:
         ax.plot(x, wide[key], style, markersize=25 if style.endswith("_") else 8,
                 linestyle="none", label=label)
     ax.set_xticks(x, [f"n = {int(n)}" for n in wide.index])
-    ax.set(yscale="symlog", ylabel="central epsilon", title="Empirical lower vs upper bounds")
+    ax.set(ylim=(0, None), ylabel="central epsilon (dimension level)",
+           title="Empirical lower vs upper bounds")
     _legend_outside(ax)
     fig.tight_layout()
     return fig
