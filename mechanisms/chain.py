@@ -195,23 +195,34 @@ def estimate_noise_variance(message: ArrayLike, contributors: int, Delta: float)
     return float(np.mean(s * s) - contributors * Delta * Delta / 3.0)
 
 
+SAMPLINGS = ("per-user", "chi-square")
+
+
 def chain_squared_errors(
     x: ArrayLike,
     sigma2: ArrayLike,
     replications: int,
     rng: np.random.Generator,
     max_chunk_bytes: int = 64 * 2**20,
+    sampling: str = "per-user",
 ) -> NDArray:
     """Run the chain ``replications`` times and return ``||mu_hat - mu||^2`` per replication.
 
     ``x`` is ``(K, d)`` in sequence order (sub-sequences concatenated: the server sums every
     sub-sequence's release and divides by ``K``, which is the average of equal-length sub-means).
-    Noise ``(replications, K, d)`` is drawn in chunks of at most ``max_chunk_bytes`` so memory
-    stays bounded; chunks split replications first (then the stream is the same for any chunk
-    size), and users too only when one replication alone exceeds the bound.
+
+    ``sampling="per-user"`` (the reference) draws every user's noise ``(replications, K, d)``,
+    in chunks of at most ``max_chunk_bytes`` so memory stays bounded; chunks split replications
+    first (then the stream is the same for any chunk size), and users too only when one
+    replication alone exceeds the bound. ``"chi-square"`` is exact in distribution and draws
+    one number per replication: the users' independent Gaussians sum to one Gaussian of
+    variance ``s = sum_k sigma_k^2`` per coordinate, the data's sum over ``K`` is the mean
+    itself, so ``||mu_hat - mu||^2 = (s / K^2) chi^2_d``.
     """
     data = np.asarray(x, dtype=float)
     K, d = data.shape
+    if sampling == "chi-square":
+        return float(np.sum(sigma2)) / K**2 * rng.chisquare(d, replications)
     scale = np.sqrt(np.asarray(sigma2, dtype=float))
     mu = data.mean(axis=0)
     data_sum = data.sum(axis=0)
