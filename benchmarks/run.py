@@ -1,0 +1,100 @@
+"""Run every benchmark once and write one table: ``benchmarks/RESULTS.md``.
+
+Each ``bench_*.py`` script runs at full size in its own process and reports JSON (its ratios
+are medians of interleaved repetitions inside that process); this script adds the CLI's
+start-up time (median of five ``privgames list``), checks the targets it can judge, and lists
+every reported figure. ``--paper`` also times every experiment at the paper's scale (serially,
+``--workers 0``: the figure is the work, not the cluster). ``--quick`` runs the scripts at their
+smoke sizes (for trying this script, not for the record).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import arguments
+
+HERE = Path(__file__).resolve().parent
+#: (benchmark, dotted key, comparison, target, what) for the targets a report can judge.
+TARGETS = [
+    ("startup", "privgames_list_s", "<", 0.5, "start-up: `privgames list`"),
+    ("bench_chain", "kernel.ratio_to_raw", ">=", 0.5, "chain kernel vs numpy's raw draws"),
+    ("bench_ppsp", "vectorized.ratio_to_raw", ">=", 0.5, "ring kernel vs numpy's raw draws"),
+    ("bench_apes", "round.ratio_to_raw", ">=", 0.5, "APES round (n=10^4, d=7,850) vs raw"),
+    ("bench_apes", "eon_numerical_s", "<", 1.0, "EoN numerical bound at n = 10^6 (s)"),
+    ("bench_budget", "ratio_to_sklearn_lloyd", ">=", 1.0, "DP k-means vs scikit-learn's Lloyd"),
+]
+
+
+def flatten(data: object, prefix: str = "") -> dict[str, object]:
+    """Nested JSON as ``{"a.b": value}``; lists of records keyed by their position."""
+    if isinstance(data, dict):
+        out: dict[str, object] = {}
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    if isinstance(data, list):
+        out = {}
+        for i, value in enumerate(data):
+            out.update(flatten(value, f"{prefix}{i}."))
+        return out
+    return {prefix[:-1]: data}
+
+
+def startup() -> dict[str, float]:
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "privgames.analysis", "list"], check=True,
+                       capture_output=True)
+        times.append(time.perf_counter() - t)
+    return {"privgames_list_s": statistics.median(times)}
+
+
+def paper_times() -> dict[str, float]:
+    import privgames
+
+    out = {}
+    for name in privgames.experiments():
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "privgames.analysis", "run", name, "--scale",
+                        "paper", "--workers", "0"], check=True, capture_output=True)
+        out[name] = time.perf_counter() - t
+    return out
+
+
+def main() -> None:
+    args = arguments(__doc__, ("--paper", "also time every experiment at the paper's scale"))
+    results: dict[str, dict] = {"startup": startup()}
+    for script in sorted(HERE.glob("bench_*.py")):
+        flags = ["--quick"] if args.quick else []
+        proc = subprocess.run([sys.executable, str(script), *flags], capture_output=True,
+                              text=True, check=True)
+        results[script.stem] = json.loads(proc.stdout)
+    if args.paper:
+        results["paper_scale_s"] = paper_times()
+    command = "python benchmarks/run.py" + " --quick" * args.quick + " --paper" * args.paper
+    lines = ["# Benchmark results", "", f"`{command}` on {time.strftime('%Y-%m-%d')}; each "
+             "ratio is a median of interleaved repetitions in one process.", "", "## Targets",
+             "", "| what | measured | target | met |", "|---|---|---|---|"]
+    for bench, key, op, target, what in TARGETS:
+        value = flatten(results.get(bench, {})).get(key)
+        met = value is not None and (value < target if op == "<" else value >= target)
+        shown = "not measured" if value is None else f"{value:.3g}"
+        lines.append(f"| {what} | {shown} | {op} {target} | {'yes' if met else 'no'} |")
+    for bench, data in results.items():
+        lines += ["", f"## {bench}", "", "| figure | value |", "|---|---|"]
+        for key, value in flatten(data).items():
+            shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+            lines.append(f"| {key} | {shown} |")
+    (HERE / "RESULTS.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {HERE / 'RESULTS.md'}")
+
+
+if __name__ == "__main__":
+    main()
