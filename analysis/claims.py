@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.stats import norm
+from scipy.special import ndtr, ndtri
 
 VERDICTS = ("holds", "bound", "fails")
 
@@ -24,8 +24,8 @@ VERDICTS = ("holds", "bound", "fails")
 def z_threshold(comparisons: int, sigmas: float = 3.0) -> float:
     """Threshold on the largest |z| of ``comparisons`` independent z-scores at the
     family-wise level of one ``sigmas``-sigma test (Bonferroni): 3.0 for one comparison."""
-    level = 2 * norm.sf(sigmas)
-    return float(norm.isf(level / (2 * max(comparisons, 1))))
+    level = 2 * ndtr(-sigmas)  # two-sided tail of one sigmas-sigma test
+    return float(-ndtri(level / (2 * max(comparisons, 1))))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import mesa
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import binom
 
 from privgames.agents.sar_agents import ColludingAdversary, SARUser
 from privgames.environments.base import Environment
@@ -140,6 +139,7 @@ class SARConfig:
         if self.fraction is not None:
             return np.array([round(self.fraction * others)]), np.array([1.0])
         c = np.arange(others + 1)
+        from scipy.stats import binom  # here, not at import: scipy.stats costs ~0.8 s
         return c, binom.pmf(c, others, self.p)
 
     def predicted(self) -> dict[str, float]:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize
-from scipy.stats import binom
 
 TRUTHFUL = (0, 1)
 #: The symmetric reporting cases of Lemmas 1-3: everyone reports L, everyone H, everyone
@@ -67,6 +66,7 @@ class BinaryGame:
     @property
     def others(self) -> NDArray:
         """``P(n of the N - 1 others are L)``, ``n = 0..N-1``."""
+        from scipy.stats import binom  # here, not at import: scipy.stats costs ~0.8 s
         return binom.pmf(np.arange(self.N), self.N - 1, self.eta)
 
 
@@ -83,6 +83,7 @@ class Mechanism:
 
 def _count_probability(game: BinaryGame, count: NDArray) -> NDArray:
     """``p(N_hat_L)``: the Binomial(N, eta) probability of ``count`` L types."""
+    from scipy.stats import binom  # here, not at import: scipy.stats costs ~0.8 s
     return binom.pmf(count, game.N, game.eta)
 
 
@@ -156,6 +157,7 @@ def expected_social_cost(game: BinaryGame, s: NDArray) -> float:
     """``E[sum_i J_i]`` over the realised number of L types (Binomial(N, eta)) when every
     client reports truthfully and type ``t`` adds ``s[t]`` (the server's weights match)."""
     n = np.arange(game.N + 1)
+    from scipy.stats import binom  # here, not at import: scipy.stats costs ~0.8 s
     pmf = binom.pmf(n, game.N, game.eta)
     if game.aggregation == "mle":
         delta = (n / s[0] ** 2 + (game.N - n) / s[1] ** 2) ** -0.5
@@ -239,6 +241,7 @@ def compensation(game: BinaryGame, mech: Mechanism, s: NDArray) -> float:
     """Ex-ante budget balance under truthful reports and noise ``s``: ``q`` is the expected
     per-client penalty minus reward."""
     n = np.arange(game.N + 1)
+    from scipy.stats import binom  # here, not at import: scipy.stats costs ~0.8 s
     pmf = binom.pmf(n, game.N, game.eta)
     mean_var = (n * s[0] ** 2 + (game.N - n) * s[1] ** 2) / game.N
     own = ((game.N - 1) / game.N) ** 2

@@ -12,7 +12,6 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
-from scipy.stats import binom
 
 from privgames.mechanisms.gaussian import analytic_epsilon, classical_epsilon
 
@@ -80,6 +79,7 @@ def whole_vector_exposure(K: int, p: float, N: int, attacker: str) -> float:
     """
     _check(K, p)
     c = np.arange(K)
+    from scipy.stats import binom  # here, not at import: scipy.stats costs ~0.8 s
     return float(np.sum(binom.pmf(c, K - 1, p) * slice_exposure_given_colluders(K, c, attacker)
                         ** N))
 

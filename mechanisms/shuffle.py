@@ -26,7 +26,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
 from scipy.special import bdtrc, gammaln
-from scipy.stats import binom
 
 from privgames.environments.config import ConfigError
 
@@ -275,6 +274,7 @@ def clone_epsilon(eps_star: float, clone_probabilities: ArrayLike, delta: float)
     q = np.asarray(clone_probabilities, dtype=float)
     if np.all(q == q[0]):
         n, p = q.size, float(q[0])
+        from scipy.stats import binom  # here, not at import: scipy.stats costs ~0.8 s
         mode = binom.pmf(math.floor((n + 1) * p), n, p)
         sd = math.sqrt(n * p * (1 - p))
         counts = np.arange(max(0, int(n * p - 12 * sd - 12)),
