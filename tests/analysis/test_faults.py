@@ -49,6 +49,23 @@ def test_driver_killed_mid_sweep_resumes_with_identical_rows(tmp_path):
 
 
 @pytest.mark.ray
+def descendants(root: int) -> set[int]:
+    """Every process below ``root`` (its Ray head processes and their workers)."""
+    table = [line.split() for line in subprocess.run(["ps", "-e", "-o", "pid=,ppid="],
+                                                     capture_output=True, text=True
+                                                     ).stdout.splitlines()]
+    children: dict[int, list[int]] = {}
+    for pid, ppid in table:
+        children.setdefault(int(ppid), []).append(int(pid))
+    found, stack = set(), [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
 def test_a_killed_ray_worker_loses_no_row(tmp_path):
     """A Ray worker running a task is SIGKILLed; Ray retries the task and the sweep ends with
     every row exactly once, equal to a serial run's."""
@@ -59,8 +76,9 @@ def test_a_killed_ray_worker_loses_no_row(tmp_path):
     killed = None
     deadline = time.time() + 120
     while killed is None and time.time() < deadline and proc.poll() is None:
-        found = subprocess.run(["pgrep", "-f", "ray::_run_batch_on_node"], capture_output=True,
-                               text=True).stdout.split()
+        found = [pid for pid in subprocess.run(["pgrep", "-f", "ray::_run_batch_on_node"],
+                                               capture_output=True, text=True).stdout.split()
+                 if int(pid) in descendants(proc.pid)]  # this run's workers, nobody else's
         if found:
             killed = int(found[0])
             os.kill(killed, signal.SIGKILL)
