@@ -11,6 +11,7 @@ smoke sizes (for trying this script, not for the record).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -74,6 +75,7 @@ def paper_times() -> dict[str, float]:
 
 def main() -> None:
     args = arguments(__doc__, ("--paper", "also time every experiment at the paper's scale"))
+    load = os.getloadavg()[0]  # other work on the machine skews every figure: say how much
     results: dict[str, dict] = {"startup": startup()}
     for script in sorted(HERE.glob("bench_*.py")):
         flags = ["--quick"] if args.quick else []
@@ -83,9 +85,11 @@ def main() -> None:
     if args.paper:
         results["paper_scale_s"] = paper_times()
     command = "python benchmarks/run.py" + " --quick" * args.quick + " --paper" * args.paper
-    lines = ["# Benchmark results", "", f"`{command}` on {time.strftime('%Y-%m-%d')}; each "
-             "ratio is a median of interleaved repetitions in one process.", "", "## Targets",
-             "", "| what | measured | target | met |", "|---|---|---|---|"]
+    lines = ["# Benchmark results", "", f"`{command}` on {time.strftime('%Y-%m-%d')}, "
+             f"{os.cpu_count()} cores, load average {load:.2f} at the start (above 0.5: other "
+             "work was running and the figures are skewed); each ratio is a median of "
+             "interleaved repetitions in one process.", "", "## Targets", "",
+             "| what | measured | target | met |", "|---|---|---|---|"]
     targets = TARGETS + [("paper_scale_s", name, "<", 60.0, f"`{name}` at paper scale (s)")
                          for name in results.get("paper_scale_s", {})]
     for bench, key, op, target, what in targets:
