@@ -1,8 +1,8 @@
 """DP k-means at 100,000 points (Birch3-like, k = 20): points x iterations per second of the
 vectorised kernel (Algorithm 1, vectorised over points and repetitions) against scikit-learn's
-non-private ``KMeans`` Lloyd iterations on the same data, and of a per-repetition loop of the
-same kernel; the paper-scale ``dp-kmeans`` (4 methods, N = 5..45, 1,000 repetitions) wall time,
-extrapolated from the measured rate, or measured with ``--paper``.
+non-private ``KMeans`` Lloyd iterations on the same data (one thread each), and of a
+per-repetition loop of the same kernel; the paper-scale ``dp-kmeans`` (4 methods, N = 5..45,
+1,000 repetitions) wall time, extrapolated from the measured rate, or measured with ``--paper``.
 
 Run ``python benchmarks/bench_budget.py`` (``--quick`` for a smoke run). Rates are medians of
 interleaved repetitions in one process; the ratios are what to compare across machines.
@@ -17,6 +17,7 @@ import time
 import numpy as np
 from _common import arguments, timed
 from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
 
 from privgames.environments.kmeans_data import birch3
 from privgames.mechanisms.dp_kmeans import dp_iteration
@@ -47,8 +48,11 @@ def main() -> None:
             for cn, sn in noise:
                 c = dp_iteration(points, c, budgets[r: r + 1], cn[r: r + 1], sn[r: r + 1])
 
-    def lloyd() -> None:
-        KMeans(k, init=start[0], n_init=1, max_iter=iters, tol=0.0, algorithm="lloyd").fit(points)
+    def lloyd() -> None:  # one thread, as the numpy kernel: a per-core comparison (two OpenMP
+        # threads on a 2-core machine measured 4.7e6-1.9e7 depending on what else ran)
+        with threadpool_limits(1):
+            KMeans(k, init=start[0], n_init=1, max_iter=iters, tol=0.0,
+                   algorithm="lloyd").fit(points)
 
     vec, loop, sk = [], [], []
     for _ in range(3 if args.quick else 5):  # interleaved repetitions
