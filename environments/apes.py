@@ -214,6 +214,8 @@ class APESModel(Environment):
         self.true_mean = np.zeros(c.d)
         self.gradient_error = math.nan
         self.groups = np.array_split(np.arange(c.n), c.groups)
+        self.group_data = [(x[self.user_samples[p]], labels[self.user_samples[p]])
+                           for p in self.groups]  # each group's samples, gathered once
         self.users = PLDPUser.create_agents(self, c.n, index=list(range(c.n)))
         self.shuffler = Shuffler(self)
         self.analyzer = Analyzer(self)
@@ -232,9 +234,8 @@ class APESModel(Environment):
     def collect_reports(self, round_: int) -> None:
         """Every group's reports into ``reports`` (columns by user)."""
         c = self.config
-        jobs = [(self.w, self.data_x[self.user_samples[p]], self.data_y[self.user_samples[p]],
-                 self.budgets[p], c, child(self.noise_seed, round_, k))
-                for k, p in enumerate(self.groups)]
+        jobs = [(self.w, X, y, self.budgets[p], c, child(self.noise_seed, round_, k))
+                for k, (p, (X, y)) in enumerate(zip(self.groups, self.group_data, strict=True))]
         if c.backend == "ray":
             from privgames.environments.ray_session import ensure_ray
 

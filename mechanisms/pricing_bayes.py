@@ -157,8 +157,7 @@ def expected_social_cost(game: BinaryGame, s: NDArray) -> float:
     """``E[sum_i J_i]`` over the realised number of L types (Binomial(N, eta)) when every
     client reports truthfully and type ``t`` adds ``s[t]`` (the server's weights match)."""
     n = np.arange(game.N + 1)
-    from scipy.stats import binom  # here, not at import: scipy.stats costs ~0.8 s
-    pmf = binom.pmf(n, game.N, game.eta)
+    pmf = _count_probability(game, n)
     if game.aggregation == "mle":
         delta = (n / s[0] ** 2 + (game.N - n) / s[1] ** 2) ** -0.5
     else:
@@ -241,8 +240,7 @@ def compensation(game: BinaryGame, mech: Mechanism, s: NDArray) -> float:
     """Ex-ante budget balance under truthful reports and noise ``s``: ``q`` is the expected
     per-client penalty minus reward."""
     n = np.arange(game.N + 1)
-    from scipy.stats import binom  # here, not at import: scipy.stats costs ~0.8 s
-    pmf = binom.pmf(n, game.N, game.eta)
+    pmf = _count_probability(game, n)
     mean_var = (n * s[0] ** 2 + (game.N - n) * s[1] ** 2) / game.N
     own = ((game.N - 1) / game.N) ** 2
     penalty_l = mech.beta[0] * (own * s[0] ** 2 + (game.N * mean_var - s[0] ** 2) / game.N**2)
