@@ -1,13 +1,27 @@
 """The SI-PPSP ring on Ray: shards of consecutive nodes as actors (``backend="ray"``).
 
 Each shard owns a contiguous segment of the ring and its own copies of the noise streams of its
-node ids, so it draws the numbers the vectorized ring would give those nodes; per step it emits
-its last node's message to the next shard and absorbs the previous shard's. With the same seed
-the states equal the vectorized backend's. A shard that dies is detected at the next snapshot
-and the run ends with :class:`ShardLostError` naming the lost nodes and the sum they carried.
+node ids, so it draws the numbers the vectorized ring would give those nodes. The shards
+exchange messages a block of steps at a time: in a shard of ``m`` nodes the last node's message
+at step ``k0 + t`` depends on the shard's own states at ``k0`` and on the predecessor's messages
+of steps before ``k0 + t - m`` only (``x_i(k+1)`` depends on ``x_{i-j}(k+1-j)``), so for
+``t < m`` it is computed from the shard's own states. A block of ``T <= m`` steps therefore
+takes one exchange: every shard emits its ``T`` outgoing messages (Ray passes them from shard
+to shard through the object store, not through the driver), then steps its ``T`` states with
+the ``T`` it received. The arithmetic is the vectorized ring's, operation for operation, so
+with the same seed the states and records are bit-identical.
+
+Every ``SNAPSHOT_EVERY`` steps the driver checkpoints each shard (states, records, the noise
+streams' positions). A shard that dies is replaced by a new actor restored from the last
+checkpoint, the survivors are rolled back to it, and the run replays from there: it ends with
+the states of an undisturbed run.
 """
 
 from __future__ import annotations
+
+import copy
+import sys
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,47 +35,93 @@ from privgames.environments.ppsp_ring import (
 )
 from privgames.environments.ray_session import ensure_ray
 
-#: Steps between snapshots (a synchronisation point that also detects lost shards).
+#: Steps between checkpoints (a synchronisation point that also detects lost shards).
 SNAPSHOT_EVERY = 100
+#: Memory per shard for one block's noise ``(T, replications, m)``; bounds the block length.
+BLOCK_BYTES = 64 * 2**20
+#: Restarts of lost shards after which the run gives up.
+MAX_RECOVERIES = 3
 
 
 class ShardLostError(RuntimeError):
-    """A shard actor died: its nodes and the part of the network sum they held are lost."""
+    """Shard actors kept dying: the run gave up after ``MAX_RECOVERIES`` restarts."""
 
 
 class RingShard:
     """One shard: a contiguous segment of the ring (ids in ring order) and its states."""
 
-    def __init__(self, config: PPSPConfig, seed: np.random.SeedSequence, ids: NDArray,
-                 state: NDArray, noise_ids: list[int], secrets: NDArray) -> None:
-        self.config, self.ids, self.state, self.secrets = config, ids, state, secrets
+    def setup(self, config: PPSPConfig, seed: np.random.SeedSequence, ids: NDArray,
+              state: NDArray, noise_ids: NDArray, secrets: NDArray) -> None:
+        """Take the segment ``ids`` with its states for a new run."""
+        vars(self).clear()
+        self.config, self.ids, self.secrets = config, ids, secrets
+        self.state = np.array(state)  # writable: Ray's arguments are read-only views
         self.noise = RingNoise(seed, config, noise_ids)
         self.std = Schedule(config)
         self.window = Window(config)
+        self.betas: NDArray | None = None
+        self._ring: NDArray | None = None  # the ids the cached schedule is for
 
-    def emit(self, k: int, leaver: int | None) -> NDArray:
-        """Draw step ``k``'s noise and compute the messages; return the last node's."""
-        self.beta = self.std(k, self.ids) * self.noise.step(self.ids)
-        self.d = self.state - self.beta
+    def emit(self, k0: int, T: int, leaver: int | None) -> NDArray:
+        """Draw the noise of steps ``k0 .. k0+T-1`` and return the last node's ``T`` messages.
+
+        They depend only on the last ``T`` nodes' states (``T <= m``), stepped here with a
+        stale first column that cannot reach the last node within the block. At most one step
+        (``T = 1``) has a leaver, who sends ``x - s`` (section IV-E)."""
+        R, m = self.config.replications, self.ids.size
+        if self._ring is not self.ids:
+            self._ring, self._std = self.ids, self.std.for_ring(self.ids)
+        self.betas = np.empty((T, R, m))
+        for t in range(T):
+            np.multiply(self.noise.step(self.ids), self._std(k0 + t), out=self.betas[t])
+        tail, out = self.state[:, m - T:].copy(), np.empty((T, R))
+        for t in range(T):
+            beta = self.betas[t, :, m - T:]
+            d = tail - beta
+            if leaver is not None and leaver == self.ids[-1]:
+                d[:, -1] = tail[:, -1] - self.secrets[leaver]
+            out[t] = d[:, -1]
+            tail[:, 1:] = d[:, :-1]
+            tail += beta
+        return out
+
+    def absorb(self, d_in: NDArray, keeper: int | None, leaver: int | None, targets: NDArray,
+               sizes: NDArray) -> None:
+        """Step the block with the predecessor's messages ``d_in`` (``(T, R)``), apply the
+        leave rules, record every step."""
+        spare = np.empty_like(self.state)
+        for t, beta in enumerate(self.betas):
+            if leaver is None and keeper is None:  # in place, as the vectorized ring steps
+                np.subtract(self.state, beta, out=self.state)
+                spare[:, 0] = d_in[t]
+                spare[:, 1:] = self.state[:, :-1]
+                np.add(spare, beta, out=spare)
+                self.state, spare = spare, self.state
+            else:
+                self._leave_step(beta, d_in[t], keeper, leaver)
+            self.window.record(self.ids, self.state, float(targets[t]), int(sizes[t]))
+        self.betas = None
+
+    def _leave_step(self, beta: NDArray, d_in: NDArray, keeper: int | None,
+                    leaver: int | None) -> None:
+        """The step in which ``leaver`` leaves (:func:`~privgames.environments.ppsp_ring.
+        leave_step`, with the predecessor's message ``d_in`` and either node possibly in
+        another shard)."""
+        d = self.state - beta
         if leaver is not None:
             p = int(np.flatnonzero(self.ids == leaver)[0])
-            self.d[:, p] = self.state[:, p] - self.secrets[leaver]
-        return self.d[:, -1].copy()
-
-    def absorb(self, d_in: NDArray, keeper: int | None, leaver: int | None, target: float,
-               m: int) -> None:
-        """Finish step ``k``: shift the messages in, apply the leave rules, record."""
-        shifted = np.concatenate([d_in[:, None], self.d[:, :-1]], axis=1)
-        new = shifted + self.beta
+            d[:, p] = self.state[:, p] - self.secrets[leaver]
+        shifted = np.empty_like(d)
+        shifted[:, 0] = d_in
+        shifted[:, 1:] = d[:, :-1]
+        new = shifted + beta
         if keeper is not None:  # the leaver's predecessor keeps its state and receives
             q = int(np.flatnonzero(self.ids == keeper)[0])
             new[:, q] = shifted[:, q] + self.state[:, q]
         if leaver is not None:
-            p = int(np.flatnonzero(self.ids == leaver)[0])
             new = np.delete(new, p, axis=1)
             self.ids = np.delete(self.ids, p)
         self.state = new
-        self.window.record(self.ids, self.state, target, m)
 
     def insert(self, after: int, node: int, value: float) -> None:
         """A node joins after node ``after`` with state ``value``."""
@@ -70,8 +130,21 @@ class RingShard:
         self.window.join(node, after)
         self.state = np.insert(self.state, pos, value, axis=1)
 
-    def snapshot(self) -> tuple[NDArray, NDArray]:
-        return self.ids.copy(), self.state.copy()
+    def checkpoint(self) -> dict:
+        """Everything this shard holds: states, records and the noise streams' positions."""
+        return vars(self)
+
+    def restore(self, saved: dict) -> None:
+        """Return to a checkpoint (copied: arrays from Ray's object store are read-only)."""
+        vars(self).clear()
+        vars(self).update(copy.deepcopy(saved))
+
+    def release(self) -> None:
+        """Drop the finished run's arrays (the actor stays for the next run)."""
+        vars(self).clear()
+
+    def alive(self) -> bool:
+        return True
 
     def records(self) -> tuple[NDArray, NDArray, NDArray | None]:
         """Per step: this shard's segment of the estimator error and of the network sum, and
@@ -79,62 +152,94 @@ class RingShard:
         return self.window.parts()
 
 
+@dataclass
+class _Ring:
+    """The driver's view: the ring's order, each shard's node ids, the step reached."""
+
+    order: list[int]
+    members: list[set[int]]
+    step: int = 0
+    targets: list[float] = field(default_factory=list)
+
+    def copy(self) -> _Ring:
+        return _Ring(list(self.order), [set(m) for m in self.members], self.step,
+                     list(self.targets))
+
+
 def run_ray_ring(model, kill_shard: tuple[int, int] | None = None) -> RingRun:
     """Run ``model``'s SI-PPSP on Ray shards (an embedded local Ray unless one is running).
 
-    ``kill_shard=(shard, step)`` kills that shard's actor at that step (fault injection).
+    ``kill_shard=(shard, step)`` kills that shard's actor once, in the first block that
+    reaches ``step`` (fault injection: the run recovers from the last checkpoint).
     """
     ray = ensure_ray()
     c: PPSPConfig = model.config
     labels = c.segment_of()[model.ids]
-    segments = [list(model.ids[labels == s]) for s in range(labels.max() + 1)]
+    segments = [model.ids[labels == s] for s in range(labels.max() + 1)]
     home = _join_home(c, segments)
-    actor = ray.remote(RingShard)
     starts = np.cumsum([0] + [len(seg) for seg in segments])[:-1]
-    shards = [actor.remote(c, model.noise_seed, np.array(seg),
-                           model.state[:, lo:lo + len(seg)],
-                           seg + ([c.join_node] if home == s else []), model.secrets)
-              for s, (lo, seg) in enumerate(zip(starts, segments, strict=True))]
+    args = [(c, model.noise_seed, seg, model.state[:, lo:lo + len(seg)],
+             np.append(seg, [c.join_node] if home == s else []).astype(int), model.secrets)
+            for s, (lo, seg) in enumerate(zip(starts, segments, strict=True))]
+    shards = _lease(ray, len(args))
+    ray.get([sh.setup.remote(*a) for sh, a in zip(shards, args, strict=True)])
     try:
-        return _drive(ray, model, shards, segments, home, kill_shard)
-    finally:  # a finished or failed run leaves no actors behind in the session
+        run = _drive(ray, model, shards, _Ring(model.ids.tolist(),
+                                              [set(seg.tolist()) for seg in segments]),
+                     home, kill_shard)
+    except BaseException:  # a failed run leaves no actors behind in the session
         for shard in shards:
             ray.kill(shard)
+        _pool.clear()
+        raise
+    ray.get([sh.release.remote() for sh in shards])
+    _pool["shards"][:len(shards)] = shards  # recovered shards replace the lost ones
+    return run
 
 
-def _drive(ray, model, shards, segments, home, kill_shard) -> RingRun:
-    """Submit every step's emit/absorb calls, snapshot every ``SNAPSHOT_EVERY`` steps."""
+#: Shard actors of this process's Ray session, kept between runs so that a worker imports
+#: privgames once (about 0.8 s), not once per run.
+_pool: dict = {}
+
+
+def _lease(ray, count: int) -> list:
+    """``count`` idle shard actors of the current Ray session (started when missing)."""
+    context = ray.get_runtime_context()
+    session = (context.get_node_id(), context.get_job_id())
+    if _pool.get("session") != session:
+        _pool.clear()
+        _pool.update(session=session, shards=[], actor=ray.remote(RingShard))
+    shards = _pool["shards"]
+    shards += [_pool["actor"].remote() for _ in range(count - len(shards))]
+    return shards[:count]
+
+
+def _drive(ray, model, shards, ring: _Ring, home, kill_shard) -> RingRun:
+    """Submit each block's emit/absorb calls; checkpoint every ``SNAPSHOT_EVERY`` steps and
+    recover a lost shard from the last checkpoint."""
     c: PPSPConfig = model.config
-    members = [set(seg) for seg in segments]
-    ring = list(model.ids)
-    snapshot = (0, ray.get([sh.snapshot.remote() for sh in shards]))
-    targets = []
-    for k in range(c.K):
-        if k == c.join_at:
-            pos = ring.index(c.join_next_to) + 1
-            ring.insert(pos, c.join_node)
-            members[home].add(c.join_node)
-            shards[home].insert.remote(c.join_next_to, c.join_node, model.secrets[c.join_node])
-        leaver = c.leave_node if k == c.leave_at else None
-        keeper = ring[ring.index(leaver) - 1] if leaver is not None else None
-        if leaver is not None:
-            ring.remove(leaver)
-        target = float(model.secrets[ring].sum())
-        targets.append(target)
-        out = [sh.emit.remote(k, leaver if leaver in members[s] else None)
-               for s, sh in enumerate(shards)]
-        for s, sh in enumerate(shards):
-            sh.absorb.remote(out[s - 1], keeper if keeper in members[s] else None,
-                             leaver if leaver in members[s] else None, target, len(ring))
-        if leaver is not None:
-            for mem in members:
-                mem.discard(leaver)
-        if kill_shard is not None and k == kill_shard[1]:
+    saved = (ring.copy(), ray.get([sh.checkpoint.remote() for sh in shards]))
+    recoveries = 0
+    while ring.step < c.K:
+        block_end = _submit_block(model, shards, ring, home)
+        if kill_shard is not None and block_end > kill_shard[1]:
             ray.kill(shards[kill_shard[0]])
-        if (k + 1) % SNAPSHOT_EVERY == 0 or k == c.K - 1:
-            snapshot = _snapshot(ray, shards, snapshot, k + 1)
+            kill_shard = None
+        if block_end % SNAPSHOT_EVERY == 0 or block_end == c.K:
+            ring.step = block_end
+            try:
+                saved = (ring.copy(), ray.get([sh.checkpoint.remote() for sh in shards]))
+                continue
+            except ray.exceptions.RayActorError as err:
+                recoveries += 1
+                if recoveries > MAX_RECOVERIES:
+                    raise ShardLostError(f"ring shards were lost {recoveries} times; giving up "
+                                         f"at step {saved[0].step}") from err
+            ring = _recover(ray, shards, saved, block_end)
+        else:
+            ring.step = block_end
     parts = ray.get([sh.records.remote() for sh in shards])
-    ids, state = _assemble(snapshot[1], ring)
+    ids, state = _assemble(saved[1], ring.order)
     # each shard fills its own segment's column and leaves 0 elsewhere: adding the shards is
     # exact, and the sum over segments is then the one Window.result makes
     error = np.sum([p[0] for p in parts], axis=0).sum(axis=-1)
@@ -144,42 +249,79 @@ def _drive(ray, model, shards, segments, home, kill_shard) -> RingRun:
         estimates = parts[0][2]
         for p in parts[1:]:
             estimates = np.where(np.isnan(estimates), p[2], estimates)
-    return RingRun(error, sums, np.array(targets), estimates, None, ids, state)
+    return RingRun(error, sums, np.array(ring.targets), estimates, None, ids, state)
 
 
-def _join_home(c: PPSPConfig, segments: list[list[int]]) -> int | None:
-    if c.join_at is None:
-        return None
-    return next(s for s, seg in enumerate(segments) if c.join_next_to in seg)
+def _submit_block(model, shards, ring: _Ring, home) -> int:
+    """Submit the next block of steps (one exchange) and return the step it ends at."""
+    c: PPSPConfig = model.config
+    k = ring.step
+    if k == c.join_at:
+        ring.order.insert(ring.order.index(c.join_next_to) + 1, c.join_node)
+        ring.members[home].add(c.join_node)
+        shards[home].insert.remote(c.join_next_to, c.join_node, model.secrets[c.join_node])
+    leaver = c.leave_node if k == c.leave_at else None
+    T = 1 if leaver is not None else _block_length(c, ring, k)
+    keeper = ring.order[ring.order.index(leaver) - 1] if leaver is not None else None
+    if leaver is not None:
+        ring.order.remove(leaver)
+    targets = np.full(T, float(model.secrets[ring.order].sum()))
+    sizes = np.full(T, len(ring.order))
+    ring.targets.extend(targets)
+    out = [sh.emit.remote(k, T, leaver if leaver in ring.members[s] else None)
+           for s, sh in enumerate(shards)]
+    for s, sh in enumerate(shards):
+        sh.absorb.remote(out[s - 1], keeper if keeper in ring.members[s] else None,
+                         leaver if leaver in ring.members[s] else None, targets, sizes)
+    if leaver is not None:
+        for members in ring.members:
+            members.discard(leaver)
+    return k + T
 
 
-def _snapshot(ray, shards, previous, step):
-    try:
-        return step, ray.get([sh.snapshot.remote() for sh in shards])
-    except ray.exceptions.RayActorError as err:
-        lost = [s for s, sh in enumerate(shards) if not _alive(ray, sh)]
-        last_step, states = previous
-        details = []
-        for s in lost:
-            ids, state = states[s]
-            details.append(f"shard {s} (nodes {', '.join(map(str, ids))}) carried "
-                           f"{state[0].sum():.6g} of the network sum at step {last_step}")
-        raise ShardLostError(
-            f"ring shard lost between step {last_step} and step {step}: "
-            + "; ".join(details) + ". The surviving nodes' estimates miss that part of the sum "
-            "(no checkpoint to recover from).") from err
+def _block_length(c: PPSPConfig, ring: _Ring, k: int) -> int:
+    """Steps until the next event, checkpoint or the end, at most the smallest shard's size
+    and what ``BLOCK_BYTES`` holds of the largest shard's noise."""
+    largest = max(len(m) for m in ring.members)
+    T = min(min(len(m) for m in ring.members), max(1, BLOCK_BYTES // (8 * c.replications
+                                                                        * largest)))
+    stops = [c.K, (k // SNAPSHOT_EVERY + 1) * SNAPSHOT_EVERY]
+    stops += [e for e in (c.join_at, c.leave_at) if e is not None and e > k]
+    return max(1, min(T, min(stops) - k))
+
+
+def _recover(ray, shards, saved, reached: int) -> _Ring:
+    """Replace every dead shard by a new actor, roll all back to the checkpoint ``saved``."""
+    ring, states = saved
+    lost = [s for s, sh in enumerate(shards) if not _alive(ray, sh)]
+    for s in lost:
+        ray.kill(shards[s])
+        shards[s] = _pool["actor"].remote()
+    ray.get([sh.restore.remote(state) for sh, state in zip(shards, states, strict=True)])
+    print(f"privgames: warning: ring shard{'s' if len(lost) > 1 else ''} "
+          f"{', '.join(map(str, lost))} lost before step {reached}; restarted from the "
+          f"checkpoint at step {ring.step}", file=sys.stderr)
+    return ring.copy()
 
 
 def _alive(ray, shard) -> bool:
     try:
-        ray.get(shard.snapshot.remote(), timeout=10)
+        ray.get(shard.alive.remote(), timeout=30)
         return True
     except Exception:  # noqa: BLE001 - any failure means the actor is gone
         return False
 
 
-def _assemble(states: list[tuple[NDArray, NDArray]], ring: list[int]) -> tuple[NDArray, NDArray]:
-    ids = np.concatenate([s[0] for s in states])
-    state = np.concatenate([s[1] for s in states], axis=1)
-    order = np.array([int(np.flatnonzero(ids == i)[0]) for i in ring])
+def _join_home(c: PPSPConfig, segments: list[NDArray]) -> int | None:
+    if c.join_at is None:
+        return None
+    return next(s for s, seg in enumerate(segments) if c.join_next_to in seg)
+
+
+def _assemble(states: list[dict], ring: list[int]) -> tuple[NDArray, NDArray]:
+    ids = np.concatenate([s["ids"] for s in states])
+    state = np.concatenate([s["state"] for s in states], axis=1)
+    position = np.empty(ids.max() + 1, dtype=int)
+    position[ids] = np.arange(ids.size)
+    order = position[np.array(ring)]
     return ids[order], state[:, order]

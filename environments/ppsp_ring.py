@@ -242,10 +242,10 @@ class RingNoise:
 
     def __init__(self, seed: np.random.SeedSequence, config: PPSPConfig, ids) -> None:
         self.replications, self.kind, self.block = config.replications, config.noise, config.block
-        blocks = sorted({int(i) // self.block for i in ids})
+        blocks = np.unique(np.asarray(ids, dtype=int) // self.block).tolist()
         self.buffer = np.empty((len(blocks), self.replications, self.block))
         self._ids: NDArray | None = None
-        self._in_order = False
+        self._columns: slice | NDArray = slice(None)
         self.streams = {b: generator(child(seed, b)) for b in blocks}
 
     def draw(self) -> dict[int, NDArray]:
@@ -267,11 +267,12 @@ class RingNoise:
             full = self.buffer.reshape(1, -1)  # the blocks are already side by side
         else:
             full = np.concatenate([blocks[b] for b in sorted(blocks)], axis=1)
-        if ids is not self._ids:
+        if ids is not self._ids:  # consecutive ids are a slice (a view), others a gather
             self._ids = ids
-            self._in_order = (ids.size == full.shape[1] and int(ids[0]) == first * self.block
-                              and bool(np.all(np.diff(ids) == 1)))
-        return full if self._in_order else full[:, ids - first * self.block]
+            lo = int(ids[0]) - first * self.block
+            self._columns = (slice(lo, lo + ids.size) if np.all(np.diff(ids) == 1)
+                             else ids - first * self.block)
+        return full[:, self._columns]
 
 
 def leave_step(x: NDArray, beta: NDArray, leave: int, leave_secret: float) -> NDArray:
