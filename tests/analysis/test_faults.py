@@ -1,5 +1,6 @@
-"""Faults injected into real processes: the driver SIGKILLed mid-sweep, a Ray worker
-SIGKILLed while it runs a task."""
+"""Faults injected into real processes: the driver SIGKILLed mid-sweep (serial, and with its
+embedded Ray, which must go down with it), a Ray worker SIGKILLed while it runs a task. (A
+killed PPSP ring shard actor: ``tests/environments/test_ppsp_ring.py``.)"""
 
 from __future__ import annotations
 
@@ -48,7 +49,6 @@ def test_driver_killed_mid_sweep_resumes_with_identical_rows(tmp_path):
     assert not (tmp_path / "killed" / ".parts").exists()
 
 
-@pytest.mark.ray
 def descendants(root: int) -> set[int]:
     """Every process below ``root`` (its Ray head processes and their workers)."""
     table = [line.split() for line in subprocess.run(["ps", "-e", "-o", "pid=,ppid="],
@@ -64,6 +64,46 @@ def descendants(root: int) -> set[int]:
                 found.add(child)
                 stack.append(child)
     return found
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its parent."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_embedded_ray_goes_down_with_a_killed_driver(tmp_path):
+    """SIGKILL a driver whose local Ray runs a sweep: within 5 s no process it started (GCS,
+    raylet, dashboard head, the raylet's agents, workers) is left (Ray's agents alone took
+    20-40 s before the watchdog)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    args = [a if a != "0" else "2" for a in ARGS]  # --workers 2
+    proc = subprocess.Popen([sys.executable, "-m", "privgames.analysis", *args, "--out",
+                             str(tmp_path / "ray")], env=env, stderr=subprocess.DEVNULL)
+    started: set[int] = set()
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        started |= descendants(proc.pid)
+        names = subprocess.run(["ps", "-o", "cmd=", "-p", ",".join(map(str, started)) or "1"],
+                               capture_output=True, text=True).stdout
+        if "_run_batch_on_node" in names and "DashboardAgent" in names:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, "the sweep ended before its Ray was seen working"
+    started = {pid for pid in started | descendants(proc.pid) if alive(pid)}
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 5
+    while time.time() < deadline and any(alive(pid) for pid in started):
+        time.sleep(0.1)
+    left = subprocess.run(["ps", "-o", "pid=,cmd=", "-p", ",".join(map(str, started))],
+                          capture_output=True, text=True).stdout
+    assert not [pid for pid in started if alive(pid)], f"left behind:\n{left}"
 
 
 def test_a_killed_ray_worker_loses_no_row(tmp_path):

@@ -1,0 +1,40 @@
+"""Tear an embedded Ray down with its driver (run as ``python -I ray_reaper.py DRIVER PID...``).
+
+Ray's head processes die with a SIGKILLed driver (kernel fate-sharing), but the raylet's
+agents (``DashboardAgent``, ``RuntimeEnvAgent``) linger for 20-40 s: once they notice their
+raylet is gone they try to report it to the GCS, which is gone too. This watchdog, started by
+:func:`~privgames.environments.ray_session.ensure_ray` with the processes the local Ray
+started, waits for the driver to exit and then SIGKILLs those that are still the same
+processes (same pid and start time). Standard library only, so it starts in milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def main(driver: int, processes: list[tuple[int, str]]) -> None:
+    while os.getppid() == driver:
+        time.sleep(0.2)
+    for pid, started in processes:
+        if start_time(pid) == started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), [(int(p), s) for p, s in (a.split(":") for a in sys.argv[2:])])
