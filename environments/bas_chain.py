@@ -93,13 +93,15 @@ class BASChainConfig:
 
     def footprint(self) -> Footprint:
         """Data ``K x d``, the agents and their per-round records, one 64 MiB noise chunk
-        (``chain_squared_errors`` chunks); work: the Monte-Carlo draws and learning moves of
-        the four profiles."""
+        (``chain_squared_errors`` chunks), the squared error of every replication of the four
+        profiles (and a copy); work: the Monte-Carlo draws and learning moves."""
         data = 8.0 * self.K * self.d
-        peak = 2 * data + 3000.0 * self.K + 200.0 * self.rounds * self.K + 64 * 2**20
+        errors = 64.0 * self.replications
+        peak = 2 * data + 3000.0 * self.K + 200.0 * self.rounds * self.K + 64 * 2**20 + errors
         draws = self.K * self.d if self.sampling == "per-user" else 1
         work = 4.0 * self.replications * draws + self.rounds * self.K * self.d
-        return Footprint(peak, work, "K" if self.K >= self.d else "d")
+        largest = max((errors, "replications"), (2 * data, "K" if self.K >= self.d else "d"))
+        return Footprint(peak, work, largest[1])
 
     def __post_init__(self) -> None:
         check_int("K", self.K, 2)

@@ -122,6 +122,7 @@ def test_reproduce_and_query(args, tmp_path, capsys):
 
 @pytest.mark.parametrize("sets", [
     ["K=1000000000"], ["d=1000000000"], ["populations=1000000000"],
+    ["replications=1000000000000"],
 ])
 def test_the_reported_size_inputs_are_refused(sets, tmp_path, capsys):
     args = ["run", "bas-chain"]
