@@ -221,23 +221,20 @@ def _drive(ray, model, shards, ring: _Ring, home, kill_shard) -> RingRun:
     saved = (ring.copy(), ray.get([sh.checkpoint.remote() for sh in shards]))
     recoveries = 0
     while ring.step < c.K:
-        block_end = _submit_block(model, shards, ring, home)
-        if kill_shard is not None and block_end > kill_shard[1]:
+        ring.step = _submit_block(model, shards, ring, home)
+        if kill_shard is not None and ring.step > kill_shard[1]:
             ray.kill(shards[kill_shard[0]])
             kill_shard = None
-        if block_end % SNAPSHOT_EVERY == 0 or block_end == c.K:
-            ring.step = block_end
-            try:
-                saved = (ring.copy(), ray.get([sh.checkpoint.remote() for sh in shards]))
-                continue
-            except ray.exceptions.RayActorError as err:
-                recoveries += 1
-                if recoveries > MAX_RECOVERIES:
-                    raise ShardLostError(f"ring shards were lost {recoveries} times; giving up "
-                                         f"at step {saved[0].step}") from err
-            ring = _recover(ray, shards, saved, block_end)
-        else:
-            ring.step = block_end
+        if ring.step % SNAPSHOT_EVERY and ring.step != c.K:
+            continue
+        try:
+            saved = (ring.copy(), ray.get([sh.checkpoint.remote() for sh in shards]))
+        except ray.exceptions.RayActorError as err:
+            recoveries += 1
+            if recoveries > MAX_RECOVERIES:
+                raise ShardLostError(f"ring shards were lost {recoveries} times; giving up "
+                                     f"at step {saved[0].step}") from err
+            ring = _recover(ray, shards, saved, ring.step)
     parts = ray.get([sh.records.remote() for sh in shards])
     ids, state = _assemble(saved[1], ring.order)
     # each shard fills its own segment's column and leaves 0 elsewhere: adding the shards is

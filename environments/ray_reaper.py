@@ -16,13 +16,19 @@ import sys
 import time
 
 
-def start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22)."""
+def stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (``[0]`` state, ``[1]`` parent
+    pid, ``[19]`` start time in clock ticks since boot), or None if the process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
+            return f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def start_time(pid: int) -> str | None:
+    fields = stat(pid)
+    return fields[19] if fields else None
 
 
 def main(driver: int, processes: list[tuple[int, str]]) -> None:

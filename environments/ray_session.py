@@ -59,23 +59,21 @@ def _start_reaper() -> None:
 
     if not sys.platform.startswith("linux"):
         return
-    started = [f"{pid}:{ray_reaper.start_time(pid)}" for pid in _descendants(os.getpid())]
+    started = [f"{pid}:{ray_reaper.start_time(pid)}" for pid in descendants(os.getpid())]
     subprocess.Popen([sys.executable, "-I", ray_reaper.__file__, str(os.getpid()), *started],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL)
 
 
-def _descendants(root: int) -> list[int]:
-    """Every process below ``root``, from ``/proc``."""
+def descendants(root: int) -> list[int]:
+    """Every process below ``root``, from ``/proc`` (Linux)."""
+    from privgames.environments.ray_reaper import stat
+
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        fields = stat(int(entry))
+        if fields:
+            children.setdefault(int(fields[1]), []).append(int(entry))
     found, stack = [], [root]
     while stack:
         for pid in children.get(stack.pop(), []):

@@ -14,6 +14,9 @@ import time
 import pandas as pd
 import pytest
 
+from privgames.environments import ray_session
+from privgames.environments.ray_reaper import stat
+
 ARGS = ["run", "bas-mse-vs-K", "--set", "K=[3,5,8]", "--set", "populations=4",
         "--set", "replications=20000", "--set", "rounds=3", "--workers", "0"]
 
@@ -51,28 +54,13 @@ def test_driver_killed_mid_sweep_resumes_with_identical_rows(tmp_path):
 
 def descendants(root: int) -> set[int]:
     """Every process below ``root`` (its Ray head processes and their workers)."""
-    table = [line.split() for line in subprocess.run(["ps", "-e", "-o", "pid=,ppid="],
-                                                     capture_output=True, text=True
-                                                     ).stdout.splitlines()]
-    children: dict[int, list[int]] = {}
-    for pid, ppid in table:
-        children.setdefault(int(ppid), []).append(int(pid))
-    found, stack = set(), [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
+    return set(ray_session.descendants(root))
 
 
 def alive(pid: int) -> bool:
     """Running, not a zombie waiting for its parent."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    fields = stat(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 @pytest.mark.ray
