@@ -98,9 +98,6 @@ _TRAINING = {"config_type": APESConfig, "run_unit": training_unit, "source": SOU
 
 register(Experiment(
     name="apes",
-    description="Personalized-LDP federated logistic regression (digits, d = 650): "
-                "Non-Private, LDP-Min, PLDP, UniS, APES, S-APES; accuracy and every epsilon "
-                "(the Table 3 analogue)",
     summarize=training_summary,
     claims=training_claims,
     plot=figure("apes_training"),
@@ -140,7 +137,6 @@ def clip_claims(s: Mapping[str, Any]) -> list[Claim]:
 
 register(Experiment(
     name="apes-clip",
-    description="Fig 3(a): accuracy vs the clip bound C, Clip-Laplace (APES) vs Laplace (UniS)",
     summarize=sweep_summary,
     claims=clip_claims,
     plot=figure("apes_sweep", "C", "clip bound C", True),
@@ -164,8 +160,6 @@ def sparsify_claims(s: Mapping[str, Any]) -> list[Claim]:
 
 register(Experiment(
     name="apes-sparsify",
-    description="Fig 3(b): S-APES accuracy vs the sparsification ratio b/d, post- (top-b after "
-                "perturbation) vs random sparsification",
     summarize=sweep_summary,
     claims=sparsify_claims,
     plot=figure("apes_sweep", "b_ratio", "sparsification ratio b/d", False),
@@ -251,8 +245,6 @@ def bounds_claims(s: Mapping[str, Any]) -> list[Claim]:
 
 register(Experiment(
     name="apes-bounds",
-    description="Fig 2(a): central epsilon vs n per budget distribution, the baseline (eq 2) "
-                "and EoN (Theorem 4) bounds closed and numerical, Erlingsson'19",
     config_type=BoundsConfig,
     run_unit=bounds_unit,
     summarize=bounds_summary,
@@ -307,9 +299,6 @@ def audit_claims(s: Mapping[str, Any]) -> list[Claim]:
 
 register(Experiment(
     name="apes-audit",
-    description="Empirical audit: a distinguishing attack on one user's datum from the "
-                "shuffled Clip-Laplace reports, a Clopper-Pearson lower bound on the central "
-                "epsilon beside the EoN and baseline upper bounds",
     config_type=AuditConfig,
     run_unit=audit_unit,
     summarize=audit_summary,

@@ -235,8 +235,6 @@ def properties_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
 
 BAS_CHAIN = register(Experiment(
     name="bas-chain",
-    description="BAS chain: users learn their noise by best response; distance to the "
-                "Theorem 1 NE and MSE vs LDP and the centralized optimum",
     config_type=BASChainConfig,
     run_unit=chain_unit,
     summarize=chain_summary,
@@ -256,7 +254,6 @@ _FIGURE = {"run_unit": chain_unit, "config_type": BASChainConfig, "populations":
 
 register(Experiment(
     name="bas-mse-vs-d",
-    description="Fig 3: MSE and privacy budget vs dimension d (K=10, beta ~ U[0, 1.3])",
     grid={"d": [2, 10, 25, 50, 100]},
     summarize=figure_summary(["d"]),
     claims=figure_claims("Fig 3", "d"),
@@ -269,7 +266,6 @@ register(Experiment(
 
 register(Experiment(
     name="bas-mse-vs-beta",
-    description="Figs 4-5: MSE and average cost vs the preference range beta_max (d=50)",
     grid={"beta_max": [0.1, 0.4, 0.7, 1.0, 1.3]},
     summarize=figure_summary(["beta_max"]),
     claims=figure_claims("Figs 4-5", "beta_max"),
@@ -283,7 +279,6 @@ register(Experiment(
 
 register(Experiment(
     name="bas-split",
-    description="Fig 6: MSE vs number of sub-sequences, random vs sorted split (K=100)",
     grid={"subsequences": [1, 2, 5, 10, 25, 50], "split": ["random", "sorted"]},
     summarize=figure_summary(["subsequences", "split"]),
     claims=figure_claims("Fig 6", "subsequences"),
@@ -297,7 +292,6 @@ register(Experiment(
 
 register(Experiment(
     name="bas-mse-vs-K",
-    description="Fig 7: MSE vs number of users K (d=50, beta ~ U[0, 1.3])",
     grid={"K": [3, 5, 10, 20, 50, 100]},
     summarize=figure_summary(["K"]),
     claims=figure_claims("Fig 7", "K"),
@@ -311,8 +305,6 @@ register(Experiment(
 
 register(Experiment(
     name="bas-properties",
-    description="E1-E4 measured: truthfulness grid, fairness (Theorem 3), voluntary "
-                "participation (Theorem 4), PoA vs the Theorem 5 bound",
     config_type=BASChainConfig,
     run_unit=properties_unit,
     summarize=properties_summary,

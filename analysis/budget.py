@@ -100,8 +100,6 @@ def _printed_claim(r: Mapping[str, Any]) -> Claim:
 
 register(Experiment(
     name="budget-noise",
-    description="Table 2: total noise MSE of N sum queries per strategy (eps = 1, l = 100 "
-                "rounds) against sum_i 2/eps_i^2 and the printed values",
     config_type=NoiseConfig,
     run_unit=noise_unit,
     summarize=noise_summary,
@@ -214,8 +212,6 @@ def bounds_claims(s: Mapping[str, Any]) -> list[Claim]:
 
 register(Experiment(
     name="budget-us-bounds",
-    description="Tables 3-5: the U_s interval of Lemma 3 per N for the geometric (eps 0.3, "
-                "0.5) and Taylor (bl-Ty, eps 0.3) strategies, beside the printed values",
     config_type=BoundsConfig,
     run_unit=bounds_unit,
     summarize=bounds_summary,
@@ -282,8 +278,6 @@ def kmeans_claims(s: Mapping[str, Any]) -> list[Claim]:
 
 register(Experiment(
     name="dp-kmeans",
-    description="DP k-means (Algorithm 1) per budget strategy and total iterations: weighted "
-                "F1 on an Unbalance-like set or NIVC on a 100,000-point Birch3-like set",
     config_type=KMeansConfig,
     run_unit=kmeans_unit,
     summarize=kmeans_summary,
@@ -347,8 +341,6 @@ def collusion_claims(s: Mapping[str, Any]) -> list[Claim]:
 
 register(Experiment(
     name="budget-collusion",
-    description="Section 6.1: m colluders pool w queries' noisy answers; the attack's error "
-                "per strategy with and without each protection, against the budgets",
     config_type=CollusionConfig,
     run_unit=collusion_unit,
     summarize=collusion_summary,
@@ -428,8 +420,6 @@ def analysts_claims(s: Mapping[str, Any]) -> list[Claim]:
 
 register(Experiment(
     name="budget-analysts",
-    description="Analysts learn their budget strategy by Thompson sampling from the utility "
-                "they observe (sum queries vs DP k-means); regret against the offline best",
     config_type=AnalystConfig,
     run_unit=analysts_unit,
     summarize=analysts_summary,

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privgames.analysis import api, experiments
-from privgames.analysis.results import query
+from privgames.analysis import experiments
 from privgames.environments.config import ConfigError
 
 #: Most local Ray workers one call may ask for.
@@ -140,13 +139,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command == "list":
-            for e in experiments.all_experiments():
-                print(f"{e.name:18s} {e.description}")
+            for name, description in experiments.listing():
+                print(f"{name:18s} {description}")
         elif args.command == "run":
             overrides = parse_set(args.sets)
             if args.replications is not None:
                 overrides["replications"] = args.replications
             experiments.get(args.name)  # an unknown name fails before any folder is made
+            from privgames.analysis import api  # pandas and the runners: not for `list`
+
             summary = api.run(args.name, seed=args.seed, workers=args.workers,
                               address=_address(args.address), out=_output_folder(args.out),
                               scale=args.scale, progress=True, params=overrides,
@@ -162,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              _address(args.address), **_budgets(args))
             print(f"wrote {path}")
         elif args.command == "query":
+            from privgames.analysis.results import query
+
             print(query(args.out, args.sql).to_string(index=False))
     except (UsageError, ConfigError) as err:
         print(f"privgames: error: {_one_line(str(err))}", file=sys.stderr)

@@ -8,20 +8,108 @@ not depend on how units are batched into tasks or on how many workers run them.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from privgames.environments.config import ConfigError, check_int
 from privgames.environments.streams import spawn
 
+if TYPE_CHECKING:  # pandas is imported by the runners, not by ``privgames list``
+    import pandas as pd
+
 Unit = tuple[dict[str, Any], np.random.SeedSequence]
+
+#: The built-in experiments: name -> (module of ``privgames.analysis`` that registers it, one
+#: line for ``privgames list``). Listing reads this table without importing any environment,
+#: and :func:`get` imports only the experiment's own module, so start-up and a Ray worker's
+#: first task pay for one system, not six.
+CATALOGUE: dict[str, tuple[str, str]] = {
+    "bas-chain": ("bas", "BAS chain: users learn their noise by best response; distance to the "
+                         "Theorem 1 NE and MSE vs LDP and the centralized optimum"),
+    "bas-mse-vs-d": ("bas", "Fig 3: MSE and privacy budget vs dimension d (K=10, beta ~ U[0, "
+                            "1.3])"),
+    "bas-mse-vs-beta": ("bas", "Figs 4-5: MSE and average cost vs the preference range beta_max "
+                               "(d=50)"),
+    "bas-split": ("bas", "Fig 6: MSE vs number of sub-sequences, random vs sorted split (K=100)"),
+    "bas-mse-vs-K": ("bas", "Fig 7: MSE vs number of users K (d=50, beta ~ U[0, 1.3])"),
+    "bas-properties": ("bas", "E1-E4 measured: truthfulness grid, fairness (Theorem 3), voluntary"
+                              " participation (Theorem 4), PoA vs the Theorem 5 bound"),
+    "sar-attack": ("sar", "SAR: weak/strong colluders attack a victim's slices on the simulated "
+                          "messages; success vs eq (31) and the corrected eq (32)"),
+    "sar-success-vs-p": ("sar", "Attack success vs p and K, weak and strong attackers, against "
+                                "theory"),
+    "sar-exposure-vs-N": ("sar", "Exposed fraction and whole-vector exposure vs the number of "
+                                 "slices N"),
+    "sar-thresholds": ("sar", "Fig 8: p_k thresholds (eq 33, strong numerically) and the failure "
+                              "rate measured at them vs 1/K^2"),
+    "sar-participation": ("sar", "Users estimate p from their neighbours and opt out past the "
+                                 "threshold: participation and attack success over rounds"),
+    "ppsp-ring": ("ppsp", "PPSP ring (SI or AI): estimator error vs the exact formula and "
+                          "Theorems 1-2, sum invariance, epsilon (Theorem 3); join/leave; "
+                          "vectorized or Ray backend"),
+    "ppsp-example2": ("ppsp", "Example 2 (Figs 2-3): 10 nodes summing to 500, v=1000/(k+1), node "
+                              "10 leaves at k=2000 and joins back at k=4000"),
+    "ppsp-epsilon": ("ppsp", "Theorem 3: epsilon vs K (harmonic, geometric) beside the privacy "
+                             "loss and the eavesdropper's accuracy measured on Laplace "
+                             "transcripts"),
+    "ppsp-attack": ("ppsp", "Attack success vs noise scale c: eavesdropper / curious-neighbour "
+                            "estimation error and distinguishing accuracy against the epsilon-DP "
+                            "bound"),
+    "ppsp-tradeoff": ("ppsp", "Theorem 4: the optimal c from the cubic vs numerical minimisation"),
+    "ppsp-learning": ("ppsp", "Nodes learn their noise scale c_i by best response (privacy "
+                              "depends on the smallest c): learned profile vs Theorem 4's "
+                              "optimum, equal and unequal weights"),
+    "pricing-fl": ("pricing", "Pricing FL game: clients learn their noise by global best "
+                              "response, with or without Definition 4's prices; end point vs eq "
+                              "(10), eq (11), the true optimum"),
+    "pricing-fig1": ("pricing", "Fig 1: social cost vs the variance of the types (normal, mean "
+                                "0.5), with and without prices, MLE and mean rules, against the "
+                                "true optimum"),
+    "pricing-poa": ("pricing", "Proposition 3: PoA of the learned equilibrium vs N with equal "
+                               "types, beside the closed-form family"),
+    "pricing-bne": ("pricing", "Incomplete information (binary types): clients learn reports and "
+                               "noise; truthful reporting checked by enumeration with the derived"
+                               " mechanism, with penalties only, and without prices"),
+    "pricing-fig2": ("pricing", "Fig 2: expected social cost vs eta with and without the "
+                                "mechanism (alpha_L=0.25, alpha_H=0.75)"),
+    "pricing-training": ("pricing", "Federated squared-SVM on digits (even vs odd): clients add "
+                                    "heterogeneous noise, mean vs MLE aggregation; loss, accuracy"
+                                    " and eq (9)'s bound"),
+    "budget-noise": ("budget", "Table 2: total noise MSE of N sum queries per strategy (eps = 1, "
+                               "l = 100 rounds) against sum_i 2/eps_i^2 and the printed values"),
+    "budget-us-bounds": ("budget", "Tables 3-5: the U_s interval of Lemma 3 per N for the "
+                                   "geometric (eps 0.3, 0.5) and Taylor (bl-Ty, eps 0.3) "
+                                   "strategies, beside the printed values"),
+    "dp-kmeans": ("budget", "DP k-means (Algorithm 1) per budget strategy and total iterations: "
+                            "weighted F1 on an Unbalance-like set or NIVC on a 100,000-point "
+                            "Birch3-like set"),
+    "budget-collusion": ("budget", "Section 6.1: m colluders pool w queries' noisy answers; the "
+                                   "attack's error per strategy with and without each protection,"
+                                   " against the budgets"),
+    "budget-analysts": ("budget", "Analysts learn their budget strategy by Thompson sampling from"
+                                  " the utility they observe (sum queries vs DP k-means); regret "
+                                  "against the offline best"),
+    "apes": ("apes", "Personalized-LDP federated logistic regression (digits, d = 650): Non-"
+                     "Private, LDP-Min, PLDP, UniS, APES, S-APES; accuracy and every epsilon (the"
+                     " Table 3 analogue)"),
+    "apes-clip": ("apes", "Fig 3(a): accuracy vs the clip bound C, Clip-Laplace (APES) vs Laplace"
+                          " (UniS)"),
+    "apes-sparsify": ("apes", "Fig 3(b): S-APES accuracy vs the sparsification ratio b/d, post- "
+                              "(top-b after perturbation) vs random sparsification"),
+    "apes-bounds": ("apes", "Fig 2(a): central epsilon vs n per budget distribution, the baseline"
+                            " (eq 2) and EoN (Theorem 4) bounds closed and numerical, "
+                            "Erlingsson'19"),
+    "apes-audit": ("apes", "Empirical audit: a distinguishing attack on one user's datum from the"
+                           " shuffled Clip-Laplace reports, a Clopper-Pearson lower bound on the "
+                           "central epsilon beside the EoN and baseline upper bounds"),
+}
 
 
 @dataclass(frozen=True)
@@ -30,7 +118,6 @@ class Experiment:
 
     Attributes:
         name: CLI name.
-        description: one line for ``privgames list``.
         config_type: the environment's validated config dataclass.
         run_unit: ``(config, seed) -> tidy DataFrame`` for one population at one grid point.
         summarize: ``(rows, params) -> dict`` of predicted vs measured numbers.
@@ -43,10 +130,11 @@ class Experiment:
         claims: ``summary -> list[Claim]``: the paper's claims beside our measurements, with
             verdicts (``privgames.analysis.claims``).
         table_caption: what the summary's ``table`` holds, for the report.
+        description: one line for ``privgames list`` (a built-in experiment's comes from
+            :data:`CATALOGUE`).
     """
 
     name: str
-    description: str
     config_type: type
     run_unit: Callable[[Any, np.random.SeedSequence], pd.DataFrame]
     summarize: Callable[[pd.DataFrame, Mapping[str, Any]], dict]
@@ -58,6 +146,7 @@ class Experiment:
     source: str = ""
     claims: Callable[[Mapping[str, Any]], list] | None = None
     table_caption: str = ""
+    description: str = ""
 
     def parameters(self) -> dict[str, Any]:
         """Every settable parameter with its default value."""
@@ -125,43 +214,58 @@ REGISTRY: dict[str, Experiment] = {}
 
 
 def register(experiment: Experiment) -> Experiment:
-    """Add an experiment to the registry (names are unique)."""
-    if experiment.name in REGISTRY:
-        raise ValueError(f"experiment {experiment.name!r} is registered twice")
-    REGISTRY[experiment.name] = experiment
+    """Add an experiment to the registry (names are unique; a built-in one's module is the one
+    :data:`CATALOGUE` names, and its description is the catalogue's)."""
+    name = experiment.name
+    if name in CATALOGUE:
+        module = f"privgames.analysis.{CATALOGUE[name][0]}"
+        if experiment.run_unit.__module__ != module:
+            raise ValueError(f"experiment {name!r} is a built-in experiment of {module}")
+        experiment = dataclasses.replace(experiment, description=CATALOGUE[name][1])
+    if name in REGISTRY:
+        raise ValueError(f"experiment {name!r} is registered twice")
+    REGISTRY[name] = experiment
     return experiment
 
 
 def get(name: str) -> Experiment:
-    """Look an experiment up by name."""
-    _load()
+    """Look an experiment up by name, importing only the module that registers it."""
+    if name in CATALOGUE:
+        importlib.import_module(f"privgames.analysis.{CATALOGUE[name][0]}")
+    else:
+        _load_plugins()
     if name not in REGISTRY:
         raise ConfigError(f"unknown experiment {name!r}: known experiments are "
-                          + ", ".join(sorted(REGISTRY)))
+                          + ", ".join(sorted({*CATALOGUE, *REGISTRY})))
     return REGISTRY[name]
 
 
 def all_experiments() -> list[Experiment]:
-    """Every registered experiment, in registration order."""
-    _load()
-    return list(REGISTRY.values())
+    """Every experiment: the built-in ones in catalogue order, then the plug-ins'."""
+    plugins = listing()[len(CATALOGUE):]
+    return [get(name) for name in CATALOGUE] + [REGISTRY[name] for name, _ in plugins]
+
+
+def listing() -> list[tuple[str, str]]:
+    """``(name, description)`` of every experiment, without importing the built-in ones."""
+    _load_plugins()
+    return ([(name, description) for name, (_, description) in CATALOGUE.items()]
+            + [(e.name, e.description) for e in REGISTRY.values() if e.name not in CATALOGUE])
 
 
 #: Entry-point group through which other packages add experiments (``docs/extending.md``).
 ENTRY_POINTS = "privgames.experiments"
-_loaded = False
+_plugins_loaded = False
 
 
-def _load() -> None:
-    """Register the built-in experiments, then every installed plug-in's: an entry point in
+def _load_plugins() -> None:
+    """Register every installed plug-in's experiments, once: an entry point in
     ``privgames.experiments`` names a module (importing it registers its experiments) or an
     ``Experiment``. A plug-in that fails to load is reported on one line and skipped."""
-    global _loaded
-    if _loaded:
+    global _plugins_loaded
+    if _plugins_loaded:
         return
-    _loaded = True
-    from privgames.analysis import apes, bas, budget, ppsp, pricing, sar  # noqa: F401  (importing registers)
-
+    _plugins_loaded = True
     for point in entry_points(group=ENTRY_POINTS):
         try:
             loaded = point.load()

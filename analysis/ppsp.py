@@ -300,8 +300,6 @@ _ATTACKS = {"source": "ppsp-ring-summation", "claims": epsilon_claims,
 
 register(Experiment(
     name="ppsp-ring",
-    description="PPSP ring (SI or AI): estimator error vs the exact formula and Theorems 1-2, "
-                "sum invariance, epsilon (Theorem 3); join/leave; vectorized or Ray backend",
     config_type=PPSPConfig,
     run_unit=ring_unit,
     summarize=ring_summary,
@@ -315,8 +313,6 @@ register(Experiment(
 
 register(Experiment(
     name="ppsp-example2",
-    description="Example 2 (Figs 2-3): 10 nodes summing to 500, v=1000/(k+1), node 10 leaves "
-                "at k=2000 and joins back at k=4000",
     config_type=PPSPConfig,
     run_unit=ring_unit,
     summarize=ring_summary,
@@ -331,8 +327,6 @@ register(Experiment(
 
 register(Experiment(
     name="ppsp-epsilon",
-    description="Theorem 3: epsilon vs K (harmonic, geometric) beside the privacy loss and the "
-                "eavesdropper's accuracy measured on Laplace transcripts",
     config_type=PPSPConfig,
     run_unit=epsilon_unit,
     summarize=epsilon_summary(["K"]),
@@ -346,8 +340,6 @@ register(Experiment(
 
 register(Experiment(
     name="ppsp-attack",
-    description="Attack success vs noise scale c: eavesdropper / curious-neighbour estimation "
-                "error and distinguishing accuracy against the epsilon-DP bound",
     config_type=PPSPConfig,
     run_unit=epsilon_unit,
     summarize=epsilon_summary(["c"]),
@@ -362,7 +354,6 @@ register(Experiment(
 
 register(Experiment(
     name="ppsp-tradeoff",
-    description="Theorem 4: the optimal c from the cubic vs numerical minimisation",
     config_type=NoiseGameConfig,
     run_unit=tradeoff_unit,
     summarize=tradeoff_summary,
@@ -377,8 +368,6 @@ register(Experiment(
 
 register(Experiment(
     name="ppsp-learning",
-    description="Nodes learn their noise scale c_i by best response (privacy depends on the "
-                "smallest c): learned profile vs Theorem 4's optimum, equal and unequal weights",
     config_type=NoiseGameConfig,
     run_unit=learning_unit,
     summarize=learning_summary,

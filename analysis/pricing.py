@@ -244,8 +244,6 @@ _PRICING = {"config_type": PricingConfig, "run_unit": pricing_unit,
 
 register(Experiment(
     name="pricing-fl",
-    description="Pricing FL game: clients learn their noise by global best response, with or "
-                "without Definition 4's prices; end point vs eq (10), eq (11), the true optimum",
     summarize=pricing_summary,
     claims=pricing_claims,
     plot=figure("pricing_trace"),
@@ -257,8 +255,6 @@ register(Experiment(
 
 register(Experiment(
     name="pricing-fig1",
-    description="Fig 1: social cost vs the variance of the types (normal, mean 0.5), with and "
-                "without prices, MLE and mean rules, against the true optimum",
     summarize=fig1_summary,
     claims=fig1_claims,
     plot=figure("pricing_fig1"),
@@ -276,8 +272,6 @@ register(Experiment(
 
 register(Experiment(
     name="pricing-poa",
-    description="Proposition 3: PoA of the learned equilibrium vs N with equal types, beside "
-                "the closed-form family",
     summarize=poa_summary,
     claims=poa_claims,
     plot=figure("pricing_poa"),
@@ -395,9 +389,6 @@ _BAYES = {"config_type": BayesConfig, "run_unit": bne_unit, "source": "pricing-f
 
 register(Experiment(
     name="pricing-bne",
-    description="Incomplete information (binary types): clients learn reports and noise; "
-                "truthful reporting checked by enumeration with the derived mechanism, with "
-                "penalties only, and without prices",
     summarize=bne_summary,
     claims=bne_claims,
     plot=figure("pricing_bne"),
@@ -415,8 +406,6 @@ register(Experiment(
 
 register(Experiment(
     name="pricing-fig2",
-    description="Fig 2: expected social cost vs eta with and without the mechanism "
-                "(alpha_L=0.25, alpha_H=0.75)",
     summarize=fig2_summary,
     claims=fig2_claims,
     plot=figure("pricing_fig2"),
@@ -486,8 +475,6 @@ def training_claims(s: Mapping[str, Any]) -> list[Claim]:
 
 register(Experiment(
     name="pricing-training",
-    description="Federated squared-SVM on digits (even vs odd): clients add heterogeneous "
-                "noise, mean vs MLE aggregation; loss, accuracy and eq (9)'s bound",
     config_type=TrainingConfig,
     run_unit=training_unit,
     summarize=training_summary,

@@ -178,8 +178,6 @@ _ATTACK = {"config_type": SARConfig, "run_unit": attack_unit, "source": "chained
 
 register(Experiment(
     name="sar-attack",
-    description="SAR: weak/strong colluders attack a victim's slices on the simulated "
-                "messages; success vs eq (31) and the corrected eq (32)",
     summarize=attack_summary([]),
     claims=attack_claims,
     plot=figure("attack"),
@@ -191,7 +189,6 @@ register(Experiment(
 
 register(Experiment(
     name="sar-success-vs-p",
-    description="Attack success vs p and K, weak and strong attackers, against theory",
     grid={"p": [0.05, 0.1, 0.2, 0.3, 0.5], "K": [5, 10, 20], "attacker": ["weak", "strong"]},
     summarize=attack_summary(["p", "K"]),
     claims=grid_claims("success vs p and K"),
@@ -204,7 +201,6 @@ register(Experiment(
 
 register(Experiment(
     name="sar-exposure-vs-N",
-    description="Exposed fraction and whole-vector exposure vs the number of slices N",
     grid={"N": [1, 2, 5, 10, 20], "attacker": ["weak", "strong"]},
     summarize=attack_summary(["N"]),
     claims=grid_claims("exposure vs N"),
@@ -217,8 +213,6 @@ register(Experiment(
 
 register(Experiment(
     name="sar-thresholds",
-    description="Fig 8: p_k thresholds (eq 33, strong numerically) and the failure rate "
-                "measured at them vs 1/K^2",
     config_type=SARConfig,
     run_unit=threshold_unit,
     grid={"K": [3, 5, 10, 20, 50, 100], "attacker": ["weak", "strong"]},
@@ -235,8 +229,6 @@ register(Experiment(
 
 register(Experiment(
     name="sar-participation",
-    description="Users estimate p from their neighbours and opt out past the threshold: "
-                "participation and attack success over rounds",
     config_type=SARConfig,
     run_unit=participation_unit,
     grid={"p": [0.02, 0.05, 0.1, 0.2], "attacker": ["weak", "strong"]},

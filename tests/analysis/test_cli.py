@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -17,6 +18,45 @@ def test_list_names_every_experiment(capsys):
     out = capsys.readouterr().out
     for name in ("bas-chain", "bas-mse-vs-d", "bas-mse-vs-beta", "bas-split", "bas-mse-vs-K"):
         assert name in out
+
+
+def _modules_after(code: str) -> set[str]:
+    """The modules a fresh interpreter has imported after running ``code``."""
+    done = subprocess.run([sys.executable, "-c", f"{code}\nimport sys; print(*sys.modules)"],
+                          capture_output=True, text=True, check=True)
+    return set(done.stdout.split())
+
+
+def test_list_imports_no_environment_and_no_pandas():
+    """Start-up: `privgames list` reads the catalogue; nothing heavy is imported."""
+    loaded = _modules_after("from privgames.analysis.cli import main; main(['list'])")
+    assert not {"pandas", "mesa", "scipy", "matplotlib", "ray"} & loaded
+    assert not [m for m in loaded if m.startswith("privgames.environments.")
+                and m not in ("privgames.environments.config", "privgames.environments.streams")]
+
+
+def test_get_imports_only_the_experiments_own_system():
+    loaded = _modules_after("from privgames.analysis import experiments as e; e.get('sar-attack')")
+    assert "privgames.analysis.sar" in loaded
+    assert not {"privgames.analysis.bas", "privgames.analysis.apes", "privgames.analysis.budget",
+                "privgames.analysis.ppsp", "privgames.analysis.pricing"} & loaded
+
+
+def test_catalogue_matches_what_the_modules_register():
+    from privgames.analysis import experiments
+
+    registered = experiments.all_experiments()
+    assert [e.name for e in registered] == list(experiments.CATALOGUE)
+    assert [e.description for e in registered] == [d for _, d in experiments.CATALOGUE.values()]
+
+
+def test_a_built_in_name_cannot_be_registered_from_elsewhere():
+    from privgames.analysis import experiments
+
+    impostor = dataclasses.replace(experiments.get("bas-chain"), name="sar-attack",
+                                   run_unit=lambda config, seed: None)
+    with pytest.raises(ValueError, match="built-in experiment of privgames.analysis.sar"):
+        experiments.register(impostor)
 
 
 def test_run_writes_rows_and_summary(tmp_path, capsys):
