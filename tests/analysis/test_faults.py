@@ -63,16 +63,12 @@ def alive(pid: int) -> bool:
     return fields is not None and fields[0] != "Z"
 
 
-@pytest.mark.ray
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_the_embedded_ray_goes_down_with_a_killed_driver(tmp_path):
-    """SIGKILL a driver whose local Ray runs a sweep: within 5 s no process it started (GCS,
-    raylet, dashboard head, the raylet's agents, workers) is left (Ray's agents alone took
-    20-40 s before the watchdog)."""
+def ray_driver(out) -> tuple[subprocess.Popen, set[int]]:
+    """A ``--workers 2`` CLI run, once its local Ray runs tasks; with what it has started."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     args = [a if a != "0" else "2" for a in ARGS]  # --workers 2
     proc = subprocess.Popen([sys.executable, "-m", "privgames.analysis", *args, "--out",
-                             str(tmp_path / "ray")], env=env, stderr=subprocess.DEVNULL)
+                             str(out)], env=env, stderr=subprocess.DEVNULL)
     started: set[int] = set()
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
@@ -83,15 +79,41 @@ def test_the_embedded_ray_goes_down_with_a_killed_driver(tmp_path):
             break
         time.sleep(0.1)
     assert proc.poll() is None, "the sweep ended before its Ray was seen working"
-    started = {pid for pid in started | descendants(proc.pid) if alive(pid)}
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    deadline = time.time() + 5
+    return proc, {pid for pid in started | descendants(proc.pid) if alive(pid)}
+
+
+def assert_all_gone(started: set[int], within: float = 5.0) -> None:
+    deadline = time.time() + within
     while time.time() < deadline and any(alive(pid) for pid in started):
         time.sleep(0.1)
     left = subprocess.run(["ps", "-o", "pid=,cmd=", "-p", ",".join(map(str, started))],
                           capture_output=True, text=True).stdout
     assert not [pid for pid in started if alive(pid)], f"left behind:\n{left}"
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_embedded_ray_goes_down_with_a_killed_driver(tmp_path):
+    """SIGKILL a driver whose local Ray runs a sweep: within 5 s no process it started (GCS,
+    raylet, dashboard head, the raylet's agents, workers) is left (Ray's agents alone took
+    20-40 s before the watchdog)."""
+    proc, started = ray_driver(tmp_path / "ray")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert_all_gone(started)
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_embedded_ray_goes_down_at_a_normal_exit(tmp_path):
+    """The driver's exit hook SIGKILLs its local Ray instead of Ray's graceful waits; the run
+    still writes every row, and nothing it started outlives it by more than 5 s."""
+    proc, started = ray_driver(tmp_path / "ray")
+    assert proc.wait(timeout=300) == 0
+    assert_all_gone(started)
+    rows = pd.read_parquet(tmp_path / "ray" / "bas-mse-vs-K.parquet")
+    assert sorted(rows["population"].unique()) == [0, 1, 2, 3]
+    assert not (tmp_path / "ray" / ".parts").exists()
 
 
 def test_a_killed_ray_worker_loses_no_row(tmp_path):
