@@ -18,8 +18,11 @@ from privgames.environments.sar import SARConfig, simulate_attacks
 
 
 def random_numbers_per_trial(cfg: SARConfig) -> int:
-    """Random numbers a trial consumes with N=1 and d=1: colluder flags of the K-1 others, a
-    shuffle of K positions (K-1 draws), data, the first user's noise, (strong) planted data."""
+    """The reference work of a trial with N=1 and d=1: the random numbers of the protocol as
+    specified (colluder flags of the K-1 others, a shuffle of K positions (K-1 draws), data,
+    the first user's noise, (strong) planted data). The kernel draws fewer (the colluders'
+    count, the victim's place and K places instead of flags and a shuffle), so the ratio is
+    its trial rate against numpy drawing one specified trial's numbers."""
     per = (cfg.K - 1) + (cfg.K - 1) + cfg.K + 1
     return per + (cfg.K if cfg.attacker == "strong" else 0)
 

@@ -176,43 +176,59 @@ def _slice_index(d: int, N: int) -> tuple[NDArray, NDArray]:
     return idx, sizes
 
 
-def attack(seq_data: NDArray, seq_colluding: NDArray, position: NDArray, truth: NDArray,
-           noise: NDArray, fakes: NDArray, length: NDArray,
+def nearest_colluders(seq_colluding: NDArray, position: NDArray) -> tuple[NDArray, NDArray]:
+    """The positions of the colluders nearest each victim in its sequence: ``before`` (-1 if
+    none) and ``after`` (``K`` if none), from flags ``(K, T)`` by position and the victims'
+    positions ``(T,)``."""
+    K = seq_colluding.shape[0]
+    small = np.int16 if K < 2**15 else np.int64  # positions: a quarter of the memory traffic
+    ranks, position = np.arange(K, dtype=small)[:, None], position.astype(small)
+    before = np.where(seq_colluding & (ranks < position), ranks, small(-1)).max(axis=0)
+    after = np.where(seq_colluding & (ranks > position), ranks, small(K)).min(axis=0)
+    return before.astype(np.int64), after.astype(np.int64)
+
+
+def attack(uploads: NDArray, before: NDArray, after: NDArray, position: NDArray,
+           truth: NDArray, noise: NDArray, fakes: NDArray | None, length: NDArray,
            attacker: str) -> tuple[NDArray, NDArray, NDArray]:
-    """Run one slice's chain and the colluders' attack on its messages, for a batch of trials.
+    """Run the chain of ``T`` slice sequences and the colluders' attack on its messages.
+
+    Arrays are position-major (``(K, T, l)``: one row per sequence position, so the running
+    sums are ``K`` contiguous vector additions).
 
     Args:
-        seq_data: ``(T, K, l)`` uploaded slices in sequence order.
-        seq_colluding: ``(T, K)`` colluder flags in sequence order.
+        uploads: ``(K, T, l)`` the uploaded slices in sequence order.
+        before, after: ``(T,)`` the nearest colluders' positions (:func:`nearest_colluders`).
         position: ``(T,)`` the victim's position.
         truth: ``(T, l)`` the victim's true slice.
-        noise: ``(T, K, l)`` the noise each position adds.
-        fakes: ``(T, K, l)`` data the strong attackers plant on the users between them.
+        noise: ``(T, l)`` the noise the first user adds (Theorem 1: nobody else adds any).
+        fakes: ``(K, T, l)`` data the strong attackers plant on the users between them.
         length: ``(T,)`` the slice's true length (coordinates past it are zero padding).
-        attacker: ``weak`` or ``strong``.
+        attacker: ``weak`` (Definition 4: both neighbours collude) or ``strong``
+            (Definition 5: a colluder on each side).
 
     Returns:
         ``possible`` (the attackers stand where the definition needs them), the RMS and the
         largest absolute reconstruction error per trial (NaN where impossible).
     """
-    T, K, _ = seq_data.shape
-    ranks = np.arange(K)
-    pos = position[:, None]
+    K = uploads.shape[0]
+    possible = (before >= 0) & (after < K)
     if attacker == "weak":
-        left = np.take_along_axis(seq_colluding, np.maximum(pos - 1, 0), axis=1)[:, 0]
-        right = np.take_along_axis(seq_colluding, np.minimum(pos + 1, K - 1), axis=1)[:, 0]
-        possible = (position > 0) & (position < K - 1) & left & right
-        messages = np.cumsum(seq_data + noise, axis=1)
-        estimate = weak_reconstruction(messages, position)
+        possible &= (before == position - 1) & (after == position + 1)
     else:
-        before = np.where(seq_colluding & (ranks < pos), ranks, -1).max(axis=1)
-        after = np.where(seq_colluding & (ranks > pos), ranks, K).min(axis=1)
-        possible = (before >= 0) & (after < K)
-        poisoned = (ranks > before[:, None]) & (ranks < after[:, None]) & (ranks != pos)
-        planted = np.where(poisoned[..., None], fakes, seq_data)
-        messages = np.cumsum(planted + noise, axis=1)
-        known = np.where(poisoned[..., None], fakes, 0.0).sum(axis=1)
-        estimate = strong_reconstruction(messages, np.maximum(before, 0),
+        ranks = np.arange(K)[:, None]
+        poisoned = (ranks > before) & (ranks < after) & (ranks != position)
+        uploads = np.where(poisoned[..., None], fakes, uploads)
+        known = np.einsum("kt,ktl->tl", poisoned, fakes)
+    messages = np.empty_like(uploads)  # S_j: what position j sends to its successor
+    np.add(uploads[0], noise, out=messages[0])
+    for j in range(1, K):
+        np.add(messages[j - 1], uploads[j], out=messages[j])
+    by_trial = messages.transpose(1, 0, 2)  # (T, K, l) view for the reconstructions
+    if attacker == "weak":
+        estimate = weak_reconstruction(by_trial, position)
+    else:
+        estimate = strong_reconstruction(by_trial, np.maximum(before, 0),
                                          np.where(possible, after, 1), known)
     err = estimate - truth
     rms = np.where(possible, np.sqrt(np.einsum("tl,tl->t", err, err) / length), np.nan)
@@ -220,88 +236,153 @@ def attack(seq_data: NDArray, seq_colluding: NDArray, position: NDArray, truth: 
     return possible, rms, worst
 
 
-def _noise_by_position(cfg: SARConfig, beta: NDArray, shape: tuple[int, ...], K: int, width: int,
-                       mask: NDArray, rng: np.random.Generator) -> NDArray:
-    """Equilibrium noise per sequence position: only the first adds ``m max beta``."""
-    noise = np.zeros((*shape, K, width))
-    if cfg.noise == "nash":
-        first = math.sqrt(nash_equilibrium(beta)[0])  # Theorem 1: only the first user adds noise
-        noise[..., 0, :] = first * rng.standard_normal((*shape, width)) * mask
-    return noise
+def _first_noise(cfg: SARConfig, beta: NDArray, shape: tuple[int, ...], width: int,
+                 mask: NDArray, rng: np.random.Generator) -> NDArray:
+    """The equilibrium noise of each sequence, ``shape + (width,)``: only the first user adds
+    noise, of variance ``m max beta`` (Theorem 1)."""
+    if cfg.noise == "none":
+        return np.zeros((*shape, width))
+    first = math.sqrt(nash_equilibrium(beta)[0])
+    return first * rng.standard_normal((*shape, width)) * mask
 
 
 def play_rounds(cfg: SARConfig, rng: np.random.Generator, beta: NDArray, colluding: NDArray,
-                victims: NDArray, data: NDArray | None = None) -> dict[str, NDArray]:
-    """Rounds of Protocol 2 and the colluders' attack on their simulated messages.
+                victims: NDArray, data: NDArray) -> dict[str, NDArray]:
+    """Rounds of Protocol 2 among the participants, and the colluders' attack on their
+    simulated messages (:class:`SARModel`'s rounds).
 
-    Each of the ``B`` rounds gives every slice its own uniform order of the ``k`` participants,
-    uploads their slices (with the mitigation), adds the equilibrium noise, plants the strong
-    attackers' data and attacks every victim. The one pipeline of the attack trials
-    (:func:`simulate_attacks`) and of :class:`SARModel`'s rounds.
+    Each of the ``B`` rounds gives every slice its own uniform order of the ``k`` participants
+    and attacks every victim (:func:`attack_sequences`).
 
     Args:
         colluding: ``(B, k)`` colluder flags of the participants.
         victims: ``(B, V)`` participant indices attacked in each round.
-        data: ``(B, k, d)`` the participants' vectors; ``None`` draws i.i.d. uniform data,
-            directly in each slice's sequence order (the same law, no gather).
+        data: ``(B, k, d)`` the participants' vectors.
 
     Returns:
         ``possible``, ``rms``, ``worst`` and ``success``, each ``(B, V, N)``, and ``order``
         (``(B, N, k)``: the participant at each position of each slice's sequence).
     """
     B, k = colluding.shape
-    V = victims.shape[1]
-    idx, sizes = _slice_index(cfg.d, cfg.N)
-    N, width = idx.shape
-    mask = (idx < cfg.d).astype(float)  # (N, width)
+    idx, _ = _slice_index(cfg.d, cfg.N)
+    N = idx.shape[0]
     order = rng.permuted(np.broadcast_to(np.arange(k), (B, N, k)), axis=-1)  # by position
     seq_colluding = np.take_along_axis(np.broadcast_to(colluding[:, None], (B, N, k)), order,
                                        axis=2)
-    if data is None:
-        seq_true = rng.uniform(-cfg.Delta, cfg.Delta, (B, N, k, width)) * mask[:, None, :]
-    else:
-        seq_true = np.take_along_axis(_pad(data, idx).transpose(0, 2, 1, 3),
-                                      order[..., None], axis=2)
+    seq_true = np.take_along_axis(_pad(data, idx).transpose(0, 2, 1, 3), order[..., None],
+                                  axis=2)
     position = np.argmax(order[:, None] == victims[:, :, None, None], axis=3)  # (B, V, N)
-    truth = np.take_along_axis(seq_true[:, None], position[..., None, None], axis=3)[..., 0, :]
-    seq_data = _mitigate_slices(cfg, seq_true, seq_colluding, mask, rng)
-    noise = _noise_by_position(cfg, beta, (B, N), k, width, mask, rng)
-    shape = (B, V, N, k, width)
-    fakes = (rng.uniform(-cfg.Delta, cfg.Delta, shape) * mask[:, None, :]
-             if cfg.attacker == "strong" else np.zeros((1, 1, 1, 1, 1)))
+    out = attack_sequences(cfg, rng, beta, seq_colluding.transpose(2, 0, 1),
+                           seq_true.transpose(2, 0, 1, 3), position)
+    return {**out, "order": order}
+
+
+def attack_sequences(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
+                     seq_colluding: NDArray, seq_true: NDArray,
+                     position: NDArray) -> dict[str, NDArray]:
+    """Upload every slice in its sequence (with the mitigation), add the equilibrium noise,
+    plant the strong attackers' data and attack every victim on the running sums.
+
+    Args:
+        seq_colluding: ``(k, B, N)`` colluder flags by sequence position.
+        seq_true: ``(k, B, N, l_max)`` the true slices by sequence position (zero padded).
+        position: ``(B, V, N)`` each victim's position in each slice's sequence.
+
+    Returns:
+        ``possible``, ``rms``, ``worst`` and ``success``, each ``(B, V, N)``.
+    """
+    k, B, N, width = seq_true.shape
+    V = position.shape[1]
+    idx, sizes = _slice_index(cfg.d, cfg.N)
+    mask = (idx < cfg.d).astype(float)  # (N, width)
+    trial = np.arange(B)[:, None, None], np.arange(N)
+    truth = seq_true[position, *trial]  # (B, V, N, width)
+    uploads = _mitigate_slices(cfg, seq_true, seq_colluding, mask, rng)
+    noise = _first_noise(cfg, beta, (B, N), width, mask, rng)
+    shape = (k, B, V, N, width)
+    fakes = (rng.uniform(-cfg.Delta, cfg.Delta, shape) * mask
+             if cfg.attacker == "strong" else None)
+    flags = np.broadcast_to(seq_colluding[:, :, None], shape[:-1]).reshape(k, -1)
+    position = position.reshape(-1)
+    before, after = nearest_colluders(flags, position)
     possible, rms, worst = attack(
-        np.broadcast_to(seq_data[:, None], shape).reshape(-1, k, width),
-        np.broadcast_to(seq_colluding[:, None], shape[:-1]).reshape(-1, k),
-        position.reshape(-1), truth.reshape(-1, width),
-        np.broadcast_to(noise[:, None], shape).reshape(-1, k, width),
-        np.broadcast_to(fakes, shape).reshape(-1, k, width),
+        np.broadcast_to(uploads[:, :, None], shape).reshape(k, -1, width), before, after,
+        position, truth.reshape(-1, width),
+        np.broadcast_to(noise[:, None], (B, V, N, width)).reshape(-1, width),
+        None if fakes is None else fakes.reshape(k, -1, width),
         np.tile(sizes, B * V), cfg.attacker)
     out = {"possible": possible, "rms": rms, "worst": worst,
            "success": possible & (rms <= cfg.tolerance * cfg.Delta)}
-    return {**{key: value.reshape(B, V, N) for key, value in out.items()}, "order": order}
+    return {key: value.reshape(B, V, N) for key, value in out.items()}
+
+
+def _colluder_counts(cfg: SARConfig, rng: np.random.Generator, rounds: int) -> NDArray:
+    """Colluders among the victim's ``K - 1`` others in each round: the ids' count, the fixed
+    fraction's, or ``Binomial(K - 1, p)`` (each other user colludes with probability ``p``)."""
+    others = cfg.K - 1
+    if cfg.colluders is not None:
+        return np.full(rounds, len(cfg.colluders))
+    if cfg.fraction is not None:
+        return np.full(rounds, round(cfg.fraction * others))
+    return rng.binomial(others, cfg.p, rounds)
+
+
+def arrange_colluders(count: NDArray, position: NDArray, K: int,
+                      rng: np.random.Generator) -> NDArray:
+    """Colluder flags ``(K, T)`` by sequence position, for sequences of ``K`` users in uniform
+    random order whose victim stands at ``position`` (``(T,)``) and whose other ``K - 1``
+    users include ``count`` (``(T,)``) colluders.
+
+    Given the count, their places among the other ``K - 1`` are a uniform arrangement; the
+    places are filled in order, each a colluder with probability (colluders left) / (places
+    left): sampling without replacement, the law of the permutation without drawing it.
+    """
+    u = rng.random((K, position.size))
+    left = count.astype(float)
+    places = np.full(position.size, K - 1.0)
+    flags = np.empty((K, position.size), dtype=bool)
+    for j in range(K):
+        other = position != j
+        np.less(u[j] * places, left, out=flags[j])
+        flags[j] &= other
+        left -= flags[j]
+        places -= other
+    return flags
 
 
 def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
                      max_chunk_bytes: int = 64 * 2**20) -> dict[str, NDArray]:
-    """``ceil(trials / N)`` rounds of SAR against one victim (:func:`play_rounds`), in chunks
-    of rounds that keep memory under ``max_chunk_bytes``.
+    """``ceil(trials / N)`` rounds of SAR against one victim, in chunks of rounds that keep
+    memory under ``max_chunk_bytes``.
+
+    Only what the attack depends on is drawn, in each slice's sequence order: the round's
+    number of colluders among the victim's others, the victim's uniform position in each
+    slice's sequence and the colluders' places around it (:func:`arrange_colluders`), and
+    i.i.d. uniform data. That is the law of a uniform order of the users without drawing or
+    gathering through the permutation; the chain, the noise and the attack on the running
+    sums are :class:`SARModel`'s (:func:`attack_sequences`).
 
     Returns per-round arrays ``success``, ``possible``, ``rms`` and ``worst`` of shape
     ``(rounds, N)`` and ``exposed_fraction``.
     """
     K, N = cfg.K, cfg.N
-    _, sizes = _slice_index(cfg.d, N)
-    others = np.delete(np.arange(K), cfg.victim)
+    idx, sizes = _slice_index(cfg.d, N)
+    width = idx.shape[1]
+    mask = (idx < cfg.d).astype(float)
     rounds = math.ceil(cfg.trials / N)
-    chunk = max(1, max_chunk_bytes // (8 * 6 * N * K * int(sizes.max())))
+    chunk = max(1, max_chunk_bytes // (8 * 6 * N * K * width))
     parts = []
     for start in range(0, rounds, chunk):
         c = min(chunk, rounds - start)
-        colluding = np.zeros((c, K), dtype=bool)
-        colluding[:, others] = _draw_colluders(cfg, rng, (c,), others)
-        victims = np.full((c, 1), cfg.victim)
-        out = play_rounds(cfg, rng, beta, colluding, victims)
-        parts.append({key: out[key][:, 0] for key in ("success", "possible", "rms", "worst")})
+        count = _colluder_counts(cfg, rng, c)
+        position = rng.integers(0, K, (c, N))
+        seq_colluding = arrange_colluders(np.repeat(count, N), position.ravel(), K, rng)
+        seq_true = rng.uniform(-cfg.Delta, cfg.Delta, (K, c, N, width))
+        if not mask.all():  # zero the padding of the shorter slices
+            seq_true *= mask
+        out = attack_sequences(cfg, rng, beta, seq_colluding.reshape(K, c, N), seq_true,
+                               position[:, None])
+        parts.append({key: value[:, 0] for key, value in out.items()})
     result = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
     result["exposed_fraction"] = result["success"] @ sizes / cfg.d
     return result
@@ -328,12 +409,12 @@ def sar_epsilon(cfg: SARConfig, beta: NDArray) -> dict[str, float]:
 
 def _mitigate_slices(cfg: SARConfig, seq_data: NDArray, seq_colluding: NDArray, mask: NDArray,
                      rng: np.random.Generator) -> NDArray:
-    """Uploads in sequence order (``(..., N, K, width)``): each honest user's slice is replaced
+    """Uploads in sequence order (``(k, ..., N, width)``): each honest user's slice is replaced
     by a stale (an earlier, independent one) or zero slice with probability ``mitigation_p``."""
     if cfg.mitigation_p == 0.0:
         return seq_data
     swap = (rng.random(seq_colluding.shape) < cfg.mitigation_p) & ~seq_colluding
-    replacement = (rng.uniform(-cfg.Delta, cfg.Delta, seq_data.shape) * mask[:, None, :]
+    replacement = (rng.uniform(-cfg.Delta, cfg.Delta, seq_data.shape) * mask
                    if cfg.mitigation == "stale" else 0.0)  # mask: (N, width)
     return np.where(swap[..., None], replacement, seq_data)
 
