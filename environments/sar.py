@@ -224,11 +224,10 @@ def attack(uploads: NDArray, before: NDArray, after: NDArray, position: NDArray,
     np.add(uploads[0], noise, out=messages[0])
     for j in range(1, K):
         np.add(messages[j - 1], uploads[j], out=messages[j])
-    by_trial = messages.transpose(1, 0, 2)  # (T, K, l) view for the reconstructions
     if attacker == "weak":
-        estimate = weak_reconstruction(by_trial, position)
+        estimate = weak_reconstruction(messages, position)
     else:
-        estimate = strong_reconstruction(by_trial, np.maximum(before, 0),
+        estimate = strong_reconstruction(messages, np.maximum(before, 0),
                                          np.where(possible, after, 1), known)
     err = estimate - truth
     rms = np.where(possible, np.sqrt(np.einsum("tl,tl->t", err, err) / length), np.nan)
@@ -243,7 +242,7 @@ def _first_noise(cfg: SARConfig, beta: NDArray, shape: tuple[int, ...], width: i
     if cfg.noise == "none":
         return np.zeros((*shape, width))
     first = math.sqrt(nash_equilibrium(beta)[0])
-    return first * rng.standard_normal((*shape, width)) * mask
+    return _zero_padding(first * rng.standard_normal((*shape, width)), mask)
 
 
 def play_rounds(cfg: SARConfig, rng: np.random.Generator, beta: NDArray, colluding: NDArray,
@@ -300,7 +299,7 @@ def attack_sequences(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
     uploads = _mitigate_slices(cfg, seq_true, seq_colluding, mask, rng)
     noise = _first_noise(cfg, beta, (B, N), width, mask, rng)
     shape = (k, B, V, N, width)
-    fakes = (rng.uniform(-cfg.Delta, cfg.Delta, shape) * mask
+    fakes = (_zero_padding(rng.uniform(-cfg.Delta, cfg.Delta, shape), mask)
              if cfg.attacker == "strong" else None)
     flags = np.broadcast_to(seq_colluding[:, :, None], shape[:-1]).reshape(k, -1)
     position = position.reshape(-1)
@@ -350,6 +349,21 @@ def arrange_colluders(count: NDArray, position: NDArray, K: int,
     return flags
 
 
+def neighbour_colluders(count: NDArray, position: NDArray, K: int,
+                        rng: np.random.Generator) -> NDArray:
+    """Like :func:`arrange_colluders`, for what the weak attack depends on only: whether the
+    victim's two neighbours collude (the first two draws of the same sampling without
+    replacement); the other places are left honest, not drawn. Flags ``(K, T)``."""
+    u = rng.random((2, position.size))
+    left = (position > 0) & (u[0] * (K - 1) < count)
+    right = (position < K - 1) & (u[1] * (K - 1 - (position > 0)) < count - left)
+    flags = np.zeros((K, position.size), dtype=bool)
+    trials = np.arange(position.size)
+    flags[np.maximum(position - 1, 0), trials] |= left
+    flags[np.minimum(position + 1, K - 1), trials] |= right
+    return flags
+
+
 def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
                      max_chunk_bytes: int = 64 * 2**20) -> dict[str, NDArray]:
     """``ceil(trials / N)`` rounds of SAR against one victim, in chunks of rounds that keep
@@ -357,8 +371,8 @@ def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
 
     Only what the attack depends on is drawn, in each slice's sequence order: the round's
     number of colluders among the victim's others, the victim's uniform position in each
-    slice's sequence and the colluders' places around it (:func:`arrange_colluders`), and
-    i.i.d. uniform data. That is the law of a uniform order of the users without drawing or
+    slice's sequence, the colluders' places (:func:`arrange_colluders`; for the weak attack
+    only the victim's neighbours, :func:`neighbour_colluders`) and i.i.d. uniform data. That is the law of a uniform order of the users without drawing or
     gathering through the permutation; the chain, the noise and the attack on the running
     sums are :class:`SARModel`'s (:func:`attack_sequences`).
 
@@ -376,10 +390,9 @@ def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
         c = min(chunk, rounds - start)
         count = _colluder_counts(cfg, rng, c)
         position = rng.integers(0, K, (c, N))
-        seq_colluding = arrange_colluders(np.repeat(count, N), position.ravel(), K, rng)
-        seq_true = rng.uniform(-cfg.Delta, cfg.Delta, (K, c, N, width))
-        if not mask.all():  # zero the padding of the shorter slices
-            seq_true *= mask
+        arrange = neighbour_colluders if cfg.attacker == "weak" else arrange_colluders
+        seq_colluding = arrange(np.repeat(count, N), position.ravel(), K, rng)
+        seq_true = _zero_padding(rng.uniform(-cfg.Delta, cfg.Delta, (K, c, N, width)), mask)
         out = attack_sequences(cfg, rng, beta, seq_colluding.reshape(K, c, N), seq_true,
                                position[:, None])
         parts.append({key: value[:, 0] for key, value in out.items()})
@@ -414,9 +427,17 @@ def _mitigate_slices(cfg: SARConfig, seq_data: NDArray, seq_colluding: NDArray, 
     if cfg.mitigation_p == 0.0:
         return seq_data
     swap = (rng.random(seq_colluding.shape) < cfg.mitigation_p) & ~seq_colluding
-    replacement = (rng.uniform(-cfg.Delta, cfg.Delta, seq_data.shape) * mask
-                   if cfg.mitigation == "stale" else 0.0)  # mask: (N, width)
+    replacement = (_zero_padding(rng.uniform(-cfg.Delta, cfg.Delta, seq_data.shape), mask)
+                   if cfg.mitigation == "stale" else 0.0)
     return np.where(swap[..., None], replacement, seq_data)
+
+
+def _zero_padding(x: NDArray, mask: NDArray) -> NDArray:
+    """``x`` (``(..., N, l_max)``) with the coordinates past each slice's length zeroed, in
+    place (``mask``: ``(N, l_max)``; nothing to do when every slice has the same length)."""
+    if not mask.all():
+        x *= mask
+    return x
 
 
 def _pad(x: NDArray, idx: NDArray) -> NDArray:

@@ -159,20 +159,21 @@ def reclipped_sensitivity(clip_norm: float, d: int, length: int) -> float:
 def weak_reconstruction(messages: NDArray, position: NDArray) -> NDArray:
     """Definition 4: the neighbours pool ``S_k`` (sent to the successor) and ``S_{k-1}``.
 
-    ``messages`` are the running sums ``(..., K, l)`` in sequence order; the victim's slice is
-    estimated as ``S_k - S_{k-1}`` (``S_0 = 0``), exact when the victim added no noise.
+    ``messages`` are the running sums ``(K, T, l)`` of ``T`` sequences, one row per sequence
+    position; the victim's slice is estimated as ``S_k - S_{k-1}`` (``S_{-1} = 0``), exact
+    when the victim added no noise.
     """
-    pos = np.asarray(position)[..., None, None]
-    sent = np.take_along_axis(messages, pos, axis=-2)[..., 0, :]
-    before = np.take_along_axis(messages, np.maximum(pos - 1, 0), axis=-2)[..., 0, :]
-    return sent - np.where(pos[..., 0, :] > 0, before, 0.0)
+    trials = np.arange(position.size)
+    sent = messages[position, trials]
+    before = messages[np.maximum(position - 1, 0), trials]
+    return sent - np.where((position > 0)[:, None], before, 0.0)
 
 
 def strong_reconstruction(messages: NDArray, before: NDArray, after: NDArray,
                           known: NDArray) -> NDArray:
     """Definition 5: colluders at positions ``before < k < after`` pool ``S_{after-1}`` (which
     ``after`` received) and ``S_before`` (which ``before`` sent), and subtract ``known``, the sum
-    of the data they planted on the users between them other than the victim."""
-    hi = np.take_along_axis(messages, np.asarray(after)[..., None, None] - 1, axis=-2)[..., 0, :]
-    lo = np.take_along_axis(messages, np.asarray(before)[..., None, None], axis=-2)[..., 0, :]
-    return hi - lo - known
+    of the data they planted on the users between them other than the victim. ``messages``:
+    ``(K, T, l)`` as in :func:`weak_reconstruction`."""
+    trials = np.arange(before.size)
+    return messages[after - 1, trials] - messages[before, trials] - known

@@ -13,6 +13,7 @@ from privgames.environments.sar import (
     SARConfig,
     SARModel,
     arrange_colluders,
+    neighbour_colluders,
     sar_epsilon,
     simulate_attacks,
 )
@@ -45,6 +46,30 @@ def test_arranged_colluders_have_the_law_of_a_uniform_order(count, place):
     frequencies = np.unique(flags.T, axis=0, return_counts=True)[1]
     assert frequencies.size == math.comb(4, count)
     assert chisquare(frequencies).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("place", [0, 3, 6])
+def test_neighbours_drawn_alone_have_the_law_of_a_uniform_order(place):
+    """K = 7, 3 colluders among the 6 others: the victim's neighbours collude jointly with the
+    probabilities of sampling without replacement (interior place: both with 3*2/(6*5)); each
+    of the four (left, right) outcomes within 3 standard errors of its exact probability over
+    10^5 draws at a fixed seed. Nothing else is marked a colluder."""
+    K, count, T = 7, 3, 100_000
+    flags = neighbour_colluders(np.full(T, count), np.full(T, place), K,
+                                np.random.default_rng(place))
+    left = flags[place - 1] if place > 0 else np.zeros(T, dtype=bool)
+    right = flags[place + 1] if place < K - 1 else np.zeros(T, dtype=bool)
+    assert flags.sum(axis=0).max() <= 2 and not flags[place].any()
+    sides = [s for s, exists in ((left, place > 0), (right, place < K - 1)) if exists]
+    for outcome in np.ndindex(*(2,) * len(sides)):
+        hits = np.ones(T, dtype=bool)
+        ways, places_left, left_count = 1.0, K - 1, count
+        for side, value in zip(sides, outcome, strict=True):
+            hits &= side == bool(value)
+            ways *= (left_count if value else places_left - left_count) / places_left
+            places_left, left_count = places_left - 1, left_count - value
+        se = math.sqrt(ways * (1 - ways) / T)
+        assert abs(hits.mean() - ways) <= 3 * se
 
 
 @pytest.mark.parametrize("attacker", ["weak", "strong"])
