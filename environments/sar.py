@@ -372,9 +372,10 @@ def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
     Only what the attack depends on is drawn, in each slice's sequence order: the round's
     number of colluders among the victim's others, the victim's uniform position in each
     slice's sequence, the colluders' places (:func:`arrange_colluders`; for the weak attack
-    only the victim's neighbours, :func:`neighbour_colluders`) and i.i.d. uniform data. That is the law of a uniform order of the users without drawing or
-    gathering through the permutation; the chain, the noise and the attack on the running
-    sums are :class:`SARModel`'s (:func:`attack_sequences`).
+    only the victim's neighbours, :func:`neighbour_colluders`) and i.i.d. uniform data. That
+    is the law of a uniform order of the users without drawing or gathering through the
+    permutation; the chain, the noise and the attack on the running sums are
+    :class:`SARModel`'s (:func:`attack_sequences`).
 
     Returns per-round arrays ``success``, ``possible``, ``rms`` and ``worst`` of shape
     ``(rounds, N)`` and ``exposed_fraction``.
