@@ -35,8 +35,8 @@ from privgames.mechanisms.fl_training import (
     aggregate,
     local_updates,
     smoothness,
-    svm_gradient,
     svm_loss,
+    svm_loss_and_gradient,
 )
 from privgames.mechanisms.pricing import AGGREGATIONS, error_scale, loss_bound
 
@@ -229,6 +229,7 @@ class FederatedTrainingModel(Environment):
             self.w_star, self.loss_star = self._optimum()
         self.lr = c.lr / self.L_F
         self.w = np.zeros(x.shape[1])
+        self._loss_of, self._loss = None, math.nan
         self.clients = TrainingClient.create_agents(self, c.N, index=list(range(c.N)))
         self._groups = None
         self.datacollector = mesa.DataCollector(model_reporters={
@@ -242,14 +243,18 @@ class FederatedTrainingModel(Environment):
         X = self.X.reshape(-1, self.X.shape[-1])
         y = self.y.reshape(-1)
         lam = self.config.lam
-        res = minimize(lambda w: (float(svm_loss(w, X, y, lam)), svm_gradient(w, X, y, lam)),
-                       np.zeros(X.shape[1]), jac=True, method="L-BFGS-B",
+        res = minimize(svm_loss_and_gradient, np.zeros(X.shape[1]), args=(X, y, lam), jac=True,
+                       method="L-BFGS-B",
                        options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 10_000})
         return res.x, float(res.fun)
 
     def loss(self) -> float:
-        """The global loss ``F`` of the current model on all clients' training data."""
-        return float(np.mean(svm_loss(self.w, self.X, self.y, self.config.lam)))
+        """The global loss ``F`` of the current model on all clients' training data (computed
+        once per model: the round's ``loss`` and ``loss_gap`` both report it)."""
+        if self._loss_of is not self.w:
+            self._loss_of = self.w
+            self._loss = float(np.mean(svm_loss(self.w, self.X, self.y, self.config.lam)))
+        return self._loss
 
     def test_accuracy(self) -> float:
         return accuracy(self.w, self.X_test.reshape(-1, self.X.shape[-1]), self.y_test.ravel())

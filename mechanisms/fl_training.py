@@ -27,6 +27,14 @@ def svm_gradient(w: NDArray, X: NDArray, y: NDArray, lam: float) -> NDArray:
     return lam * w - pull / X.shape[-2]
 
 
+def svm_loss_and_gradient(w: NDArray, X: NDArray, y: NDArray, lam: float) -> tuple[float, NDArray]:
+    """:func:`svm_loss` and :func:`svm_gradient` of one model on ``(X, y)`` (2-D) in two passes
+    over ``X`` instead of three (the scores are shared): the optimum's L-BFGS is memory-bound."""
+    margin = np.maximum(0.0, 1.0 - y * (X @ w))
+    loss = 0.5 * lam * float(w @ w) + 0.5 * float(np.mean(margin * margin))
+    return loss, lam * w - ((margin * y) @ X) / X.shape[0]
+
+
 def smoothness(X: NDArray, lam: float) -> float:
     """An upper bound on the loss's smoothness ``L_F``: ``lambda`` plus the largest
     ``||X_i||_2^2 / n`` over clients (the squared hinge's curvature is at most 1)."""

@@ -14,7 +14,12 @@ from privgames.environments.fl_training import (
     TrainingConfig,
     load_dataset,
 )
-from privgames.mechanisms.fl_training import aggregate, svm_gradient, svm_loss
+from privgames.mechanisms.fl_training import (
+    aggregate,
+    svm_gradient,
+    svm_loss,
+    svm_loss_and_gradient,
+)
 
 
 def test_gradient_is_the_derivative_of_the_loss():
@@ -24,6 +29,9 @@ def test_gradient_is_the_derivative_of_the_loss():
     numeric = [(svm_loss(w + h * e, X, y, 0.1) - svm_loss(w - h * e, X, y, 0.1)) / (2 * h)
                for e in np.eye(4)]
     np.testing.assert_allclose(svm_gradient(w, X, y, 0.1), numeric, rtol=1e-6, atol=1e-9)
+    loss, gradient = svm_loss_and_gradient(w, X, y, 0.1)  # the fused pass of the optimum
+    assert loss == pytest.approx(float(svm_loss(w, X, y, 0.1)), rel=1e-13)
+    np.testing.assert_allclose(gradient, svm_gradient(w, X, y, 0.1), rtol=1e-12, atol=1e-15)
 
 
 def test_mle_aggregate_is_the_minimum_variance_combination():
