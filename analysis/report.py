@@ -7,6 +7,7 @@ table under a caption saying what it holds, and the figure.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pandas as pd
 from privgames.analysis import api
 from privgames.analysis import experiments as registry
 from privgames.analysis.claims import VERDICTS
-from privgames.analysis.results import write_text
+from privgames.analysis.results import write_json, write_text
 
 LEGEND = ("**holds**: equal within 3 standard errors (Monte-Carlo figures; the largest of m "
           "z-scores is held to the family-wise 3-sigma threshold, Bonferroni) or within the "
@@ -27,28 +28,33 @@ LEGEND = ("**holds**: equal within 3 standard errors (Monte-Carlo figures; the l
 def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | None = None,
               address: str | None = None, max_memory: float | None = None,
               max_work: float | None = None, progress: bool = True) -> Path:
-    """Run all registered experiments into ``out``; write figures and ``report.md``."""
+    """Run all registered experiments into ``out``; write figures, ``report.md`` and
+    ``timings.json`` (each experiment's wall time in seconds, run and figure, and the total)."""
     import matplotlib.pyplot as plt
 
     out = Path(out)
-    sections, tally = [], []
+    sections, tally, seconds = [], [], {}
     for e in registry.all_experiments():
+        start = time.perf_counter()
         result = api.run(e.name, seed=seed, workers=workers, address=address, out=out,
                          scale=scale, progress=progress, max_memory=max_memory,
                          max_work=max_work)
         claims = result.claims()
-        tally.append((e.source or "other", e.name, claims))
         figure = None
         if e.plot is not None:
             fig = result.plot()
             figure = f"{e.name}.png"
             fig.savefig(out / figure, dpi=110)
             plt.close(fig)
+        seconds[e.name] = time.perf_counter() - start
+        tally.append((e.source or "other", e.name, claims, seconds[e.name]))
         sections.append(_section(e, result.summary, claims, figure))
     head = [f"# privgames reproduction ({scale} scale, seed {seed})\n", "## Summary\n",
             _summary(tally), "", LEGEND, ""]
     path = out / "report.md"
     write_text("\n".join(head + sections), path)
+    write_json({"scale": scale, "workers": workers, "seconds": seconds,
+                "total": sum(seconds.values())}, out / "timings.json")
     return path
 
 
@@ -57,15 +63,16 @@ def _counts(claims: pd.DataFrame) -> dict[str, int]:
     return {v: found.get(v, 0) for v in VERDICTS}
 
 
-def _summary(tally: list[tuple[str, str, pd.DataFrame]]) -> str:
+def _summary(tally: list[tuple[str, str, pd.DataFrame, float]]) -> str:
     per_paper: dict[str, Counter] = {}
     lines = []
-    for paper, name, claims in tally:
+    for paper, name, claims, seconds in tally:
         counts = _counts(claims)
         per_paper.setdefault(paper, Counter()).update(counts)
         failed = "; ".join(claims.loc[claims["verdict"] == "**fails**", "claim"].str.split(":")
                            .str[0])
-        lines.append({"paper": paper, "experiment": name, **counts, "failing claims": failed})
+        lines.append({"paper": paper, "experiment": name, **counts, "failing claims": failed,
+                      "wall time (s)": round(seconds, 1)})
     papers = pd.DataFrame([{"paper": p, **{v: c[v] for v in VERDICTS}}
                            for p, c in per_paper.items()])
     return (papers.to_markdown(index=False) + "\n\n"

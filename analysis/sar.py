@@ -54,8 +54,8 @@ def attack_summary(by: list[str]):
         table = tables[0]
         for t in tables[1:]:
             table = table.merge(t, on=[*by, "method"])
-        z = pd.concat([((table[r] - table[f"{r}_predicted"]).abs()
-                        / table[f"{r}_se"].where(table[f"{r}_se"] > 0)).fillna(0.0)
+        trials = _trials(rows, by, table)
+        z = pd.concat([_rate_z(table[r], table[f"{r}_predicted"], table[f"{r}_se"], trials)
                        for r in RATES])
         exact = rows.loc[rows["metric"] == "max_exact_error", "value"].max()
         summary = {"trials": int(rows.loc[rows["metric"] == "trials", "value"].sum()),
@@ -81,6 +81,23 @@ def attack_summary(by: list[str]):
     return summarize
 
 
+def _trials(rows: pd.DataFrame, by: list[str], table: pd.DataFrame) -> pd.Series:
+    """The attacked victim-slices behind each row of ``table`` (summed over populations)."""
+    counts = rows[rows["metric"] == "trials"].groupby([*by, "method"])["value"].sum()
+    return table.join(counts.rename("_trials"), on=[*by, "method"])["_trials"]
+
+
+def _rate_z(measured: pd.Series, predicted: pd.Series, se: pd.Series,
+            trials: pd.Series) -> pd.Series:
+    """``|measured - predicted|`` in standard errors. The standard error is the measured one,
+    but at least the binomial ``sqrt(p (1 - p) / trials)`` at the prediction (the smallest a
+    rate over that many slices can have): a rare event seen in no trial has a measured SE of
+    0, and whether zero is unlikely is what the prediction's own SE says."""
+    gap = (measured - predicted).abs()
+    se = np.maximum(se, np.sqrt(predicted * (1 - predicted) / trials))
+    return (gap / se.where(se > 0)).where(se > 0, np.where(gap > 0, np.inf, 0.0))
+
+
 def threshold_unit(config: SARConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
     """Fig 8: the colluder threshold for this K, and the failure rate measured at it."""
     p = colluder_threshold(config.K, config.attacker)
@@ -97,7 +114,8 @@ def threshold_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
         rows[rows["metric"] == "threshold"].groupby(["K", "method"])["value"].first()
         .rename("threshold").reset_index(), on=["K", "method"])
     table["target"] = 1.0 / table["K"] ** 2
-    z = (table["success_rate"] - table["target"]).abs() / table["success_rate_se"]
+    z = _rate_z(table["success_rate"], table["target"], table["success_rate_se"],
+                _trials(rows, ["K"], table))
     return {"table": table.to_dict(orient="records"), "max_z": float(z.max()),
             "max_z_threshold": z_threshold(len(table))}
 

@@ -3,9 +3,10 @@
 Each ``bench_*.py`` script runs at full size in its own process and reports JSON (its ratios
 are medians of interleaved repetitions inside that process); this script adds the CLI's
 start-up time (median of five ``privgames list``), checks the targets it can judge, and lists
-every reported figure. ``--paper`` also times every experiment at the paper's scale (serially,
-``--workers 0``: the figure is the work, not the cluster). ``--quick`` runs the scripts at their
-smoke sizes (for trying this script, not for the record).
+every reported figure. ``--paper`` also times ``privgames reproduce --scale paper`` (every
+experiment at the paper's scale, on a local Ray with every core, as a user runs it).
+``--quick`` runs the scripts at their smoke sizes (for trying this script, not for the
+record).
 """
 
 from __future__ import annotations
@@ -62,31 +63,14 @@ def startup() -> dict[str, float]:
     return {"privgames_list_s": statistics.median(times)}
 
 
-#: An experiment still running after this many seconds at paper scale is stopped and reported
-#: as taking longer (its time is then a lower bound, marked with ``>``).
-PAPER_TIMEOUT_S = 600.0
-
-
-def paper_times(timeout: float = PAPER_TIMEOUT_S) -> dict[str, float | str]:
-    """Wall time of ``privgames run NAME --scale paper --workers 0`` per experiment, and the
-    total; an experiment stopped at ``timeout`` shows as ``"> timeout"``."""
-    from privgames.analysis import experiments
-
-    out: dict[str, float | str] = {}
-    total = 0.0
-    for name in experiments.CATALOGUE:
-        t = time.perf_counter()
-        try:
-            subprocess.run([sys.executable, "-m", "privgames.analysis", "run", name, "--scale",
-                            "paper", "--workers", "0", "--out", str(HERE / ".paper")],
-                           check=True, capture_output=True, timeout=timeout)
-            out[name] = time.perf_counter() - t
-        except subprocess.TimeoutExpired:
-            out[name] = f"> {timeout:.0f}"
-        total += time.perf_counter() - t
-        print(f"{name}: {out[name]}", file=sys.stderr, flush=True)
-    out["total"] = total if all(isinstance(v, float) for v in out.values()) else f"> {total:.0f}"
-    return out
+def paper_times() -> dict[str, float]:
+    """``privgames reproduce --scale paper`` (one Ray session on every core, as a user runs
+    it): each experiment's wall time and the total, from its ``timings.json``."""
+    out = HERE / ".paper"
+    subprocess.run([sys.executable, "-m", "privgames.analysis", "reproduce", "--scale", "paper",
+                    "--out", str(out)], check=True, capture_output=True)
+    timings = json.loads((out / "timings.json").read_text())
+    return {**timings["seconds"], "total": timings["total"]}
 
 
 def main() -> None:
@@ -111,11 +95,8 @@ def main() -> None:
                          for name in results.get("paper_scale_s", {})]
     for bench, key, op, target, what in targets:
         value = flatten(results.get(bench, {})).get(key)
-        if isinstance(value, str):  # "> T": stopped at the timeout
-            met, shown = False, value
-        else:
-            met = value is not None and (value < target if op == "<" else value >= target)
-            shown = "not measured" if value is None else f"{value:.3g}"
+        met = value is not None and (value < target if op == "<" else value >= target)
+        shown = "not measured" if value is None else f"{value:.3g}"
         lines.append(f"| {what} | {shown} | {op} {target} | {'yes' if met else 'no'} |")
     for bench, data in results.items():
         lines += ["", f"## {bench}", "", "| figure | value |", "|---|---|"]

@@ -46,6 +46,9 @@ def test_reproduce_writes_figures_and_a_report_with_verdicts(tmp_path):
         assert f"({name}.png)" in report
         assert oct((tmp_path / f"{name}.parquet").stat().st_mode & 0o044) == oct(0o044)
     assert not (tmp_path / ".parts").exists()
+    timings = json.loads((tmp_path / "timings.json").read_text())
+    assert list(timings["seconds"]) == names and min(timings["seconds"].values()) > 0
+    assert timings["total"] == pytest.approx(sum(timings["seconds"].values()))
     head, body = report.split(f"## {names[0]}\n", 1)  # the first experiment's section
     tally = pd.read_table(io.StringIO(head.split("## Summary")[1].split("\n\n")[1]), sep="|",
                           skipinitialspace=True).iloc[1:, 1:-1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 import privgames
 from privgames.analysis.cli import main
@@ -47,3 +48,16 @@ def test_participation_experiment(tmp_path):
     table = pd.DataFrame(s["table"]).set_index("p")
     assert table.loc[0.0, "participants"] == 20
     assert table.loc[0.5, "participants"] < 3
+
+
+def test_a_rare_event_seen_zero_times_is_judged_by_its_binomial_error():
+    """Rates against the theory in standard errors: at p = 1e-4 over 20,000 slices, zero
+    successes (measured SE 0) is sqrt(2) binomial SEs from the prediction, not infinitely far;
+    a rate measured with no spread where the theory says 0 is infinitely far; equal is 0."""
+    from privgames.analysis.sar import _rate_z
+
+    z = _rate_z(pd.Series([0.0, 0.5, 0.0, 0.31]), pd.Series([1e-4, 0.0, 0.0, 0.3]),
+                pd.Series([0.0, 0.0, 0.0, 0.005]), pd.Series([20_000.0, 100.0, 100.0, 100.0]))
+    assert z[0] == pytest.approx(1e-4 / (1e-4 * (1 - 1e-4) / 20_000) ** 0.5)
+    assert z[1] == float("inf") and z[2] == 0.0
+    assert z[3] == pytest.approx(0.01 / (0.3 * 0.7 / 100) ** 0.5)  # the binomial SE is larger
