@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -67,6 +68,7 @@ def paper_times() -> dict[str, float]:
     """``privgames reproduce --scale paper`` (one Ray session on every core, as a user runs
     it): each experiment's wall time and the total, from its ``timings.json``."""
     out = HERE / ".paper"
+    shutil.rmtree(out, ignore_errors=True)  # no part of an earlier run may be resumed
     subprocess.run([sys.executable, "-m", "privgames.analysis", "reproduce", "--scale", "paper",
                     "--out", str(out)], check=True, capture_output=True)
     timings = json.loads((out / "timings.json").read_text())
