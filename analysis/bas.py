@@ -101,12 +101,16 @@ def figure_summary(by: list[str]):
         for metric in ("epsilon", "epsilon_paper", "mean_cost"):
             table = table.merge(metric_means(rows, metric, by), on=[*by, "method"])
         wide = table.pivot_table(index=by, columns="method", values="mse")
+        # where every subsequence holds one user the chain is LDP (eq 9: equal MSEs), so the
+        # claim is judged where eq (9) puts Chained-DP strictly below LDP
+        theory = table.pivot_table(index=by, columns="method", values="mse_predicted")
+        apart = theory["chained"] < theory["ldp"] * (1 - 1e-9)
         z = np.abs(table["mse"] - table["mse_predicted"]) / table["mse_se"]
         chained = table["method"] == "chained"
         worst = table.loc[chained]
         return {"table": table.to_dict(orient="records"),
                 "sampling": params["sampling"],  # which path the MSEs came from
-                "chained_below_ldp": bool((wide["chained"] < wide["ldp"]).all()),
+                "chained_below_ldp": bool((wide["chained"] < wide["ldp"])[apart].all()),
                 "max_z_chained": float(z[chained].max()),
                 "max_z": float(z.max()), "max_z_threshold": z_threshold(len(table)),
                 "epsilon_chained_max": float(worst["epsilon"].max()),
@@ -124,7 +128,8 @@ def figure_claims(figure: str, x: str):
         return [
             Claim(f"{figure}: MSE = eq (9) for every method and {x} (max over the grid)", None,
                   s["max_z"], tolerance=s["max_z_threshold"], kind="z"),
-            Claim(f"{figure}: Chained-DP's MSE is below LDP's at every {x}", True,
+            Claim(f"{figure}: Chained-DP's MSE is below LDP's at every {x} (where a "
+                  "subsequence has more than one user)", True,
                   s["chained_below_ldp"], kind="true"),
             gaussian_epsilon_claim(f"{figure}, worst grid point", s["epsilon_chained_max"],
                                    s["epsilon_paper_chained_max"]),
