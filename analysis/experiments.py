@@ -242,8 +242,9 @@ def get(name: str) -> Experiment:
 
 def all_experiments() -> list[Experiment]:
     """Every experiment: the built-in ones in catalogue order, then the plug-ins'."""
-    plugins = listing()[len(CATALOGUE):]
-    return [get(name) for name in CATALOGUE] + [REGISTRY[name] for name, _ in plugins]
+    _load_plugins()
+    return ([get(name) for name in CATALOGUE]
+            + [e for e in REGISTRY.values() if e.name not in CATALOGUE])
 
 
 def listing() -> list[tuple[str, str]]:
