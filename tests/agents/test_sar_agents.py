@@ -11,7 +11,10 @@ from privgames.environments.sar import SARConfig, SARModel
 
 
 def user_after(seen: int, colluders: int) -> SARUser:
-    user = SARModel(SARConfig(K=3, d=1), seed=0).users[0]
+    # Mesa's AgentSet holds its agents weakly: keep the model referenced until the user is,
+    # or a garbage collection between ``.users`` and ``[0]`` empties the set.
+    model = SARModel(SARConfig(K=3, d=1), seed=0)
+    user = model.users[0]
     user.observe(seen, colluders)
     return user
 
