@@ -7,6 +7,8 @@ from __future__ import annotations
 import mesa
 import numpy as np
 
+from privgames.mechanisms.noise import Calibration
+
 
 class PLDPUser(mesa.Agent):
     """A user with a private local budget ``epsilon`` (its dimension-level LDP level) who
@@ -38,6 +40,21 @@ class Shuffler(mesa.Agent):
 class Analyzer(mesa.Agent):
     """The untrusted analyzer: averages each dimension of the shuffled reports, calibrates the
     Clip-Laplace bias with the shuffled budgets (eq 1), and takes a gradient step."""
+
+    def __init__(self, model: mesa.Model) -> None:
+        super().__init__(model)
+        self._calibration: Calibration | None = None
+        self._calibrated_for: np.ndarray | None = None
+
+    def calibration(self) -> Calibration:
+        """Eq (1)'s curve for the budgets received, built from them in sorted order (so it does
+        not depend on the shuffle) and rebuilt only when their multiset changes: the same
+        users send the same budgets every round."""
+        budgets = np.sort(self.model.shuffled_budgets)
+        if self._calibrated_for is None or not np.array_equal(budgets, self._calibrated_for):
+            self._calibration = Calibration(budgets, self.model.config.C)
+            self._calibrated_for = budgets
+        return self._calibration
 
     def aggregate(self) -> None:
         m = self.model

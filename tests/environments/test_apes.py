@@ -38,6 +38,20 @@ def test_training_reaches_the_non_private_accuracy_with_a_large_budget():
     assert big.test_accuracy() > free.test_accuracy() - 0.03 > 0.8
 
 
+def test_the_analyzer_builds_its_calibration_once_per_budget_multiset():
+    """The same users send the same budgets every round (shuffled): one curve serves every
+    round, whatever the order; other budgets get a new one."""
+    model = APESModel(APESConfig(n=40, rounds=3), 2)
+    model.step()
+    first = model.analyzer.calibration()
+    model.step()
+    assert model.analyzer.calibration() is first
+    model.shuffled_budgets = model.shuffled_budgets[::-1].copy()
+    assert model.analyzer.calibration() is first
+    model.shuffled_budgets = model.shuffled_budgets * 2.0
+    assert model.analyzer.calibration() is not first
+
+
 def test_s_apes_sends_b_real_values_and_pads_the_rest():
     cfg = APESConfig(n=5, framework="s-apes", b_ratio=0.1)
     g = np.zeros((5, cfg.d))
