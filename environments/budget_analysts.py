@@ -127,17 +127,19 @@ class AnalystModel(Environment):
             "mean_utility": lambda m: float(np.mean(m.last_utility))})
         self.last_utility = np.zeros(c.analysts)
 
-    def utilities(self, arm: int, runs: int, rng: np.random.Generator) -> NDArray:
-        """The observed utility of ``runs`` workloads under arm ``arm``."""
-        b = self.budgets[arm]
+    def utilities(self, arms: NDArray, rng: np.random.Generator) -> NDArray:
+        """The observed utility of one workload per entry of ``arms`` (the arm it runs
+        under), all at once: each run's budgets are its arm's."""
+        b = self.budgets[arms]  # (runs, N)
+        runs = arms.size
         if self.config.task == "sum":
-            noise = rng.laplace(0.0, 1.0 / b, (runs, b.size))
+            noise = rng.laplace(0.0, 1.0, b.shape) / b
             return -np.log(np.sum(noise * noise, axis=1) / self.scale)
         c = self.config
         d = self.points.shape[1]
         centroids = rng.uniform(-1.0, 1.0, (runs, c.k, d))
-        for i in range(b.size):
-            centroids = dp_iteration(self.points, centroids, np.full(runs, b[i]),
+        for i in range(b.shape[1]):
+            centroids = dp_iteration(self.points, centroids, b[:, i],
                                      rng.laplace(size=(runs, c.k)),
                                      rng.laplace(size=(runs, c.k, d)))
         if self.labels is None:
@@ -145,12 +147,10 @@ class AnalystModel(Environment):
         return weighted_f1(self.labels, nearest(self.points, centroids), c.k)
 
     def step(self) -> None:
-        """Every analyst picks an arm from its own tallies, runs its workload, observes."""
+        """Every analyst picks an arm from its own tallies, runs its workload, observes (the
+        workloads of all analysts run as one batch)."""
         arm = thompson_choices(self.pulls, self.total, self.total_sq, self._choice_rng)
-        utility = np.empty(arm.size)
-        for a in np.unique(arm):
-            who = np.flatnonzero(arm == a)
-            utility[who] = self.utilities(int(a), who.size, self._work_rng)
+        utility = self.utilities(arm, self._work_rng)
         rows = np.arange(arm.size)
         self.pulls[rows, arm] += 1
         self.total[rows, arm] += utility
@@ -167,7 +167,8 @@ class AnalystModel(Environment):
         """Each arm's mean utility and its standard error, measured offline from
         ``offline_repetitions`` runs per arm (own streams)."""
         c = self.config
-        stats = [self.utilities(a, c.offline_repetitions, generator(child(self._offline_seed, a)))
+        stats = [self.utilities(np.full(c.offline_repetitions, a),
+                                generator(child(self._offline_seed, a)))
                  for a in range(len(c.strategies))]
         return (np.array([s.mean() for s in stats]),
                 np.array([s.std(ddof=1) / np.sqrt(s.size) for s in stats]))
