@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from privgames.environments.apes import APESConfig, APESModel, perturb
-from privgames.environments.apes_audit import AuditConfig, audit, clopper_pearson
+from privgames.environments.apes_audit import AuditConfig, audit, clopper_pearson, released_sums
 from privgames.environments.config import ConfigError
+from privgames.mechanisms.noise import clip_laplace_mean, clip_laplace_var
 from privgames.mechanisms.shuffle import eon_bound
 
 
@@ -100,6 +101,20 @@ def test_audit_lower_bound_stays_below_the_upper_bound():
     lo, hi = result["audit_eps_lower_ci"]
     assert 0 < result["audit_eps_lower"] == lo <= result["audit_eps_estimate"] <= hi
     assert lo <= upper
+
+
+def test_released_sum_has_the_law_of_the_users_reports():
+    """The audit's sum (target at +C, the others at 0): mean eq (1) at the target and variance
+    the sum of the users' closed-form variances, within 3 SE over 200,000 trials (the
+    variance's SE from the sample's fourth central moment)."""
+    budgets, C = np.array([2.0, 0.3, 1.0, 5.0]), 1.0
+    sums = released_sums(budgets, C, 200_000, C, np.random.default_rng(8))
+    x = np.array([C, 0.0, 0.0, 0.0])
+    mean = float(clip_laplace_mean(C, budgets[0], C))
+    var = float(np.sum(clip_laplace_var(x, budgets, C)))
+    assert abs(sums.mean() - mean) < 3 * np.sqrt(var / sums.size)
+    m4 = np.mean((sums - sums.mean()) ** 4)
+    assert abs(sums.var() - var) < 3 * np.sqrt((m4 - var**2) / sums.size)
 
 
 def test_clopper_pearson_covers():
