@@ -81,8 +81,8 @@ def clip_laplace_zero(eps: ArrayLike, C: float, shape: tuple[int, ...],
     out *= -q
     np.log1p(out, out=out)
     out *= -lam
-    np.copysign(out, w, out=out)
-    return np.minimum(out, C, out=out)
+    np.minimum(out, C, out=out)  # rounding: the magnitude stays in [0, C]
+    return np.copysign(out, w, out=out)
 
 
 #: Draws transformed at once by :func:`clip_laplace_sample` (fits the L2 cache).
@@ -218,8 +218,3 @@ class Calibration:
 
 #: Budgets per chunk of the calibration curve's evaluation (a ``grid x chunk`` array).
 _CHUNK = 4096
-
-
-def calibrate(mean: ArrayLike, eps: ArrayLike, C: float) -> NDArray:
-    """:class:`Calibration` for the budgets ``eps``, applied to ``mean`` (one-off use)."""
-    return Calibration(eps, C)(mean)

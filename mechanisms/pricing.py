@@ -264,8 +264,8 @@ def _global_min(others, alpha, beta, n, kappa, L_F, c, S, aggregation, ref) -> N
     cols = np.arange(m)
     args = (others, alpha, kappa, L_F, c, S, aggregation, beta, n)
     log_grid = np.log(ref) + _LOG_OFFSETS
-    ends = _own_cost(np.append(np.exp(log_grid), _ENDS)[:, None], *args)  # one call: the grid,
-    values, out, zero = ends[:GRID_POINTS], ends[-2], ends[-1]  # opting out and sigma = 0
+    costs = _own_cost(np.append(np.exp(log_grid), _ENDS)[:, None], *args)  # one call: the
+    values, out, zero = costs[:GRID_POINTS], costs[-2], costs[-1]  # grid, opting out, sigma 0
     k = np.argmin(np.where(np.isnan(values), np.inf, values), axis=0)
     best_value = values[k, cols]
     lo = log_grid[np.maximum(k - 1, 0)]

@@ -99,9 +99,10 @@ def test_calibration_recovers_the_mean_gradient():
     eps = rng.uniform(0.05, 1.0, 2000)
     g = np.concatenate([rng.uniform(-C, C, 300), [-C, C, 0.0]])
     observed = np.mean(N.clip_laplace_mean(g[None, :], eps[:, None], C), axis=0)
-    np.testing.assert_allclose(N.calibrate(observed, eps, C), g, atol=1e-9)
+    calibration = N.Calibration(eps, C)
+    np.testing.assert_allclose(calibration(observed), g, atol=1e-9)
     # noise can push the mean past the curve: the estimate saturates at the clip bound
-    assert N.calibrate(np.array([1.0, -1.0]), eps, C).tolist() == [C, -C]
+    assert calibration(np.array([1.0, -1.0])).tolist() == [C, -C]
 
 
 def test_calibration_curve_in_chunks_is_the_mean_over_all_budgets():
