@@ -4,9 +4,11 @@ Each ``bench_*.py`` script runs at full size in its own process and reports JSON
 are medians of interleaved repetitions inside that process); this script adds the CLI's
 start-up time (median of five ``privgames list``), checks the targets it can judge, and lists
 every reported figure. ``--paper`` also times ``privgames reproduce --scale paper`` (every
-experiment at the paper's scale, on a local Ray with every core, as a user runs it).
-``--quick`` runs the scripts at their smoke sizes (for trying this script, not for the
-record).
+experiment at the paper's scale, on a local Ray with every core, as a user runs it);
+``--paper-timings FILE`` takes those wall times from the ``timings.json`` of an earlier such
+run instead (it takes an hour: the benchmarks can then be re-measured on a quiet machine
+without it; the report names the file). ``--quick`` runs the scripts at their smoke sizes
+(for trying this script, not for the record); ``--out`` writes the table elsewhere.
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ def paper_times() -> dict[str, float]:
 
 
 def main() -> None:
-    args = arguments(__doc__, ("--paper", "also time every experiment at the paper's scale"))
+    args = arguments(__doc__, ("--paper", "also time every experiment at the paper's scale"),
+                     options=(("--paper-timings", "the paper-scale wall times of an earlier "
+                               "run's timings.json"), ("--out", "where to write the table")))
     load = os.getloadavg()[0]  # other work on the machine skews every figure: say how much
     results: dict[str, dict] = {"startup": startup()}
     for script in sorted(HERE.glob("bench_*.py")):
@@ -84,9 +88,13 @@ def main() -> None:
         proc = subprocess.run([sys.executable, str(script), *flags], capture_output=True,
                               text=True, check=True)
         results[script.stem] = json.loads(proc.stdout)
+    command = "python benchmarks/run.py" + " --quick" * args.quick + " --paper" * args.paper
     if args.paper:
         results["paper_scale_s"] = paper_times()
-    command = "python benchmarks/run.py" + " --quick" * args.quick + " --paper" * args.paper
+    elif args.paper_timings:
+        timings = json.loads(args.paper_timings.read_text())
+        results["paper_scale_s"] = {**timings["seconds"], "total": timings["total"]}
+        command += f" --paper-timings {args.paper_timings}"
     lines = ["# Benchmark results", "", f"`{command}` on {time.strftime('%Y-%m-%d')}, "
              f"{os.cpu_count()} cores, load average {load:.2f} at the start (above 0.5: other "
              "work was running and the figures are skewed); each ratio is a median of "
@@ -105,8 +113,9 @@ def main() -> None:
         for key, value in flatten(data).items():
             shown = f"{value:.4g}" if isinstance(value, float) else str(value)
             lines.append(f"| {key} | {shown} |")
-    (HERE / "RESULTS.md").write_text("\n".join(lines) + "\n")
-    print(f"wrote {HERE / 'RESULTS.md'}")
+    out = args.out or HERE / "RESULTS.md"
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

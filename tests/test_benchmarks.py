@@ -64,3 +64,20 @@ def test_apes_benchmark():
     r = report["round"]
     assert _finite(report["eon_numerical_s"], report["baseline_numerical_s"], r["ratio_to_raw"])
     assert r["peak_traced_MiB"] < 4 * r["reports_MiB"] + 200  # bounded: a few reports matrices
+
+
+def test_results_table_judges_every_target(tmp_path):
+    """``run.py --quick --paper-timings`` runs every benchmark, and judges each paper-scale
+    wall time from the given ``timings.json`` against its target (an experiment under a
+    minute, the total under five) and names the file it took them from."""
+    timings = tmp_path / "timings.json"
+    timings.write_text(json.dumps({"seconds": {"fast": 5.0, "slow": 61.0}, "total": 66.0}))
+    out = tmp_path / "RESULTS.md"
+    subprocess.run([sys.executable, str(BENCH / "run.py"), "--quick", "--paper-timings",
+                    str(timings), "--out", str(out)], capture_output=True, check=True)
+    table = out.read_text()
+    assert f"--paper-timings {timings}" in table
+    assert "| `fast` at paper scale (s) | 5 | < 60.0 | yes |" in table
+    assert "| `slow` at paper scale (s) | 61 | < 60.0 | no |" in table
+    assert "| `total` at paper scale (s) | 66 | < 300.0 | yes |" in table
+    assert "| start-up: `privgames list` (s) |" in table and "not measured" not in table
