@@ -3,16 +3,17 @@
     python benchmarks/bench_sar.py [--quick]
 
 Reports victim-slice trials per second at K=20 (weak and strong attackers) and the ratio of
-numpy's raw random-number rate to the kernel's rate for the same count of random numbers.
+numpy's raw random-number rate to the kernel's rate for the same count of random numbers
+(medians of five interleaved repetitions).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import time
+import statistics
 
 import numpy as np
+from _common import arguments, timed
 
 from privgames.environments.sar import SARConfig, simulate_attacks
 
@@ -27,29 +28,24 @@ def random_numbers_per_trial(cfg: SARConfig) -> int:
     return per + (cfg.K if cfg.attacker == "strong" else 0)
 
 
-def _timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
-
-def measure(attacker: str, trials: int) -> dict:
+def measure(attacker: str, trials: int, reps: int = 5) -> dict:
+    """The kernel's trial rate and its ratio to numpy's raw rate for the same random numbers:
+    the median over ``reps`` interleaved pairs (kernel, raw) of the pair's ratio."""
     cfg = SARConfig(K=20, p=0.1, d=1, N=1, attacker=attacker, trials=trials)
     rng = np.random.default_rng(0)
     beta = rng.uniform(0, 1.3, cfg.K)
-    kernel = min(_timed(lambda: simulate_attacks(cfg, rng, beta)) for _ in range(2))
     draws = random_numbers_per_trial(cfg) * trials
     buf = np.zeros(draws)  # touched, so the timing excludes page faults
-    raw = min(_timed(lambda: rng.random(out=buf)) for _ in range(2))
+    pairs = [(timed(lambda: simulate_attacks(cfg, rng, beta)), timed(lambda: rng.random(out=buf)))
+             for _ in range(reps)]
     return {"attacker": attacker, "K": cfg.K, "trials": trials,
-            "trials_per_s": trials / kernel, "random_numbers": draws,
-            "ratio_to_raw": raw / kernel}
+            "trials_per_s": trials / statistics.median(k for k, _ in pairs),
+            "random_numbers": draws,
+            "ratio_to_raw": statistics.median(raw / kernel for kernel, raw in pairs)}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
+    args = arguments(__doc__)
     trials = 20_000 if args.quick else 1_000_000
     print(json.dumps([measure(a, trials) for a in ("weak", "strong")], indent=2))
 
