@@ -73,7 +73,12 @@ def paper_times() -> dict[str, float]:
     shutil.rmtree(out, ignore_errors=True)  # no part of an earlier run may be resumed
     subprocess.run([sys.executable, "-m", "privgames.analysis", "reproduce", "--scale", "paper",
                     "--out", str(out)], check=True, capture_output=True)
-    timings = json.loads((out / "timings.json").read_text())
+    return read_timings(out / "timings.json")
+
+
+def read_timings(path: Path) -> dict[str, float]:
+    """Each experiment's wall time and the total, from a ``reproduce`` run's ``timings.json``."""
+    timings = json.loads(path.read_text())
     return {**timings["seconds"], "total": timings["total"]}
 
 
@@ -92,8 +97,7 @@ def main() -> None:
     if args.paper:
         results["paper_scale_s"] = paper_times()
     elif args.paper_timings:
-        timings = json.loads(args.paper_timings.read_text())
-        results["paper_scale_s"] = {**timings["seconds"], "total": timings["total"]}
+        results["paper_scale_s"] = read_timings(args.paper_timings)
         command += f" --paper-timings {args.paper_timings}"
     lines = ["# Benchmark results", "", f"`{command}` on {time.strftime('%Y-%m-%d')}, "
              f"{os.cpu_count()} cores, load average {load:.2f} at the start (above 0.5: other "
