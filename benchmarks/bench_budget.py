@@ -1,8 +1,9 @@
 """DP k-means at 100,000 points (Birch3-like, k = 20): points x iterations per second of the
-vectorised kernel (Algorithm 1, vectorised over points and repetitions) against scikit-learn's
-non-private ``KMeans`` Lloyd iterations on the same data (one thread each), and of a
-per-repetition loop of the same kernel; the paper-scale ``dp-kmeans`` (4 methods, N = 5..45,
-1,000 repetitions) wall time, extrapolated from the measured rate, or measured with ``--paper``.
+vectorised kernel (Algorithm 1, vectorised over repetitions, the partition filtered through a
+k-d tree of the points) against scikit-learn's non-private ``KMeans`` Lloyd iterations on the
+same data (one thread each), and of a per-repetition loop of the same kernel; the paper-scale
+``dp-kmeans`` (4 methods, N = 5..45, 1,000 repetitions) wall time, extrapolated from the
+measured rate, or measured with ``--paper``.
 
 Run ``python benchmarks/bench_budget.py`` (``--quick`` for a smoke run). Rates are medians of
 interleaved repetitions in one process; the ratios are what to compare across machines.
@@ -20,7 +21,7 @@ from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
 from privgames.environments.kmeans_data import birch3
-from privgames.mechanisms.dp_kmeans import dp_iteration
+from privgames.mechanisms.dp_kmeans import dp_iteration, prepare
 
 PAPER_POINT_ITERATIONS = 4 * sum(range(5, 50, 5)) * 1000 * 100_000
 
@@ -30,6 +31,7 @@ def main() -> None:
     points = birch3()[0]
     if args.quick:
         points = points[:20_000]
+    prepared = prepare(points)
     n, k, d = points.shape[0], 20, points.shape[1]
     reps, iters = (4, 3) if args.quick else (16, 5)
     rng = np.random.default_rng(0)
@@ -40,13 +42,14 @@ def main() -> None:
     def vectorised() -> None:
         c = start
         for cn, sn in noise:
-            c = dp_iteration(points, c, budgets, cn, sn)
+            c = dp_iteration(prepared, c, budgets, cn, sn)
 
     def per_repetition() -> None:
         for r in range(reps):
             c = start[r: r + 1]
             for cn, sn in noise:
-                c = dp_iteration(points, c, budgets[r: r + 1], cn[r: r + 1], sn[r: r + 1])
+                c = dp_iteration(prepared, c, budgets[r: r + 1], cn[r: r + 1],
+                                   sn[r: r + 1])
 
     def lloyd() -> None:  # one thread, as the numpy kernel: a per-core comparison (two OpenMP
         # threads on a 2-core machine measured 4.7e6-1.9e7 depending on what else ran)

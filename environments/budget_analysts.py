@@ -20,7 +20,12 @@ from privgames.agents.budget_agents import Analyst, thompson_choices
 from privgames.environments.base import Environment
 from privgames.environments.budget_queries import check_series
 from privgames.environments.config import ConfigError, Footprint, check_choice, check_int
-from privgames.environments.kmeans_data import DEFAULTS, check_data, load_points
+from privgames.environments.kmeans_data import (
+    DEFAULTS,
+    assignment_points,
+    check_data,
+    load_points,
+)
 from privgames.environments.streams import Seed, child, generator, spawn
 from privgames.mechanisms.budget import STRATEGIES, allocate, expected_mse
 from privgames.mechanisms.dp_kmeans import dp_iteration, nearest, nivc, weighted_f1
@@ -122,6 +127,7 @@ class AnalystModel(Environment):
         self.scale = float(expected_mse(np.full(c.N, c.epsilon / c.N)))
         if c.task == "kmeans":
             self.points, self.labels = load_points(c.data)
+            self._prepared = assignment_points(c.data)
         self.analysts = Analyst.create_agents(self, c.analysts, index=list(range(c.analysts)))
         self.datacollector = mesa.DataCollector(model_reporters={
             "mean_utility": lambda m: float(np.mean(m.last_utility))})
@@ -139,7 +145,7 @@ class AnalystModel(Environment):
         d = self.points.shape[1]
         centroids = rng.uniform(-1.0, 1.0, (runs, c.k, d))
         for i in range(b.shape[1]):
-            centroids = dp_iteration(self.points, centroids, b[:, i],
+            centroids = dp_iteration(self._prepared, centroids, b[:, i],
                                      rng.laplace(size=(runs, c.k)),
                                      rng.laplace(size=(runs, c.k, d)))
         if self.labels is None:

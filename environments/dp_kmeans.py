@@ -16,7 +16,12 @@ from numpy.typing import NDArray
 from privgames.environments.base import Environment
 from privgames.environments.budget_queries import check_series
 from privgames.environments.config import ConfigError, Footprint, check_int
-from privgames.environments.kmeans_data import DEFAULTS, check_data, load_points
+from privgames.environments.kmeans_data import (
+    DEFAULTS,
+    assignment_points,
+    check_data,
+    load_points,
+)
 from privgames.environments.streams import Seed, generator, spawn
 from privgames.mechanisms.budget import allocate, parse_method, protect
 from privgames.mechanisms.dp_kmeans import dp_iteration, nearest, nivc, weighted_f1
@@ -101,6 +106,7 @@ class DPKMeansModel(Environment):
         super().__init__(config, own)
         c = config
         self.points, self.labels = load_points(c.data)
+        self._prepared = assignment_points(c.data)
         strategy, protection = parse_method(c.method)
         rows = np.broadcast_to(c.budgets(), (c.repetitions, c.iterations))
         self.budgets = protect(rows, protection, generator(protection_seed), strategy=strategy,
@@ -124,7 +130,7 @@ class DPKMeansModel(Environment):
         sum_noise = self._noise.laplace(size=(R, k, d))
         for lo in range(0, R, self.block):
             part = slice(lo, lo + self.block)
-            self.centroids[part] = dp_iteration(self.points, self.centroids[part],
+            self.centroids[part] = dp_iteration(self._prepared, self.centroids[part],
                                                 self.budgets[part, i], count_noise[part],
                                                 sum_noise[part])
         self.datacollector.collect(self)

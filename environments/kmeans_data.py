@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from privgames.environments.config import ConfigError
 from privgames.environments.streams import child, generator
+from privgames.mechanisms.dp_kmeans import Points, prepare
 
 BUILT_IN = ("unbalance", "birch3")
 #: The clusters to find and the total budget the paper uses on each set (section 7.2).
@@ -74,6 +75,13 @@ def load_points(data: str) -> tuple[NDArray, NDArray | None]:
     if data in BUILT_IN:
         return unbalance() if data == "unbalance" else birch3()
     return _csv(str(Path(data).expanduser().resolve()))
+
+
+@lru_cache(maxsize=4)
+def assignment_points(data: str) -> Points:
+    """``data``'s points prepared for DP k-means' assignment step (a k-d tree in low
+    dimension), built once per process."""
+    return prepare(load_points(data)[0])
 
 
 @lru_cache(maxsize=4)
