@@ -149,7 +149,7 @@ class AnalystModel(Environment):
                                      rng.laplace(size=(runs, c.k)),
                                      rng.laplace(size=(runs, c.k, d)))
         if self.labels is None:
-            return -nivc(self.points, centroids)
+            return -nivc(self._prepared, centroids)
         return weighted_f1(self.labels, nearest(self.points, centroids), c.k)
 
     def step(self) -> None:

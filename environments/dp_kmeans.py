@@ -140,7 +140,7 @@ class DPKMeansModel(Environment):
         out = []
         for lo in range(0, self.centroids.shape[0], self.block):
             c = self.centroids[lo: lo + self.block]
-            out.append(nivc(self.points, c) if self.labels is None else
+            out.append(nivc(self._prepared, c) if self.labels is None else
                        weighted_f1(self.labels, nearest(self.points, c), self.config.k))
         return np.concatenate(out)
 

@@ -125,12 +125,15 @@ def weighted_f1(truth: NDArray, labels: NDArray, k: int) -> NDArray:
     return out
 
 
-def nivc(points: NDArray, centroids: NDArray) -> NDArray:
+def nivc(points: Points, centroids: NDArray) -> NDArray:
     """Eq (40): per repetition, the mean squared distance of each point to the centroid of the
-    cluster it falls in (the final centroids partition the data)."""
-    labels = nearest(points, centroids)
-    out = np.empty(labels.shape[0])
-    for r in range(labels.shape[0]):
-        diff = points - centroids[r][labels[r]]
-        out[r] = np.mean(np.sum(diff * diff, axis=1))
-    return out
+    cluster it falls in (the final centroids partition the data), from the partition's counts
+    ``n_j`` and sums ``S_j``: ``(sum_i |x_i|^2 + sum_j (n_j |c_j|^2 - 2 c_j . S_j)) / n``."""
+    counts, sums = partition_sums(points, centroids)
+    if isinstance(points, PointTree):
+        square = sum(float(np.sum(column * column)) for column in points.leaves)  # 0-padded
+    else:
+        square = float(np.sum(np.square(points)))
+    spread = (counts * np.sum(centroids * centroids, axis=2)
+              - 2.0 * np.einsum("rkd,rkd->rk", centroids, sums))
+    return (square + spread.sum(axis=1)) / counts.sum(axis=1)
