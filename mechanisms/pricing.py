@@ -207,15 +207,18 @@ def compensation(beta: ArrayLike, sigma: ArrayLike) -> float:
 
 def _own_cost(sigma_i: NDArray, others: NDArray, alpha: NDArray, kappa: float, L_F: float,
               c: float, S: float, aggregation: str, beta: NDArray, n: int) -> NDArray:
-    """``J_i`` (plus the expected penalty's own part) for candidate ``sigma_i`` (any shape
-    broadcasting with the per-client arrays on the last axis). ``others`` is the rest of the
-    aggregate: ``sum_{j != i} sigma_j^-2`` (MLE) or ``sum_{j != i} sigma_j^2`` (mean)."""
+    """``J_i`` (plus the expected penalty's own part) for candidate ``sigma_i`` in ``[0, inf]``
+    (floats, or any shape broadcasting with the per-client arrays on the last axis). ``others``
+    is the rest of the aggregate: ``sum_{j != i} sigma_j^-2`` (MLE) or ``sum_{j != i}
+    sigma_j^2`` (mean). A term that vanishes at an end (privacy with ``alpha = 0`` at
+    ``sigma = 0``, the penalty with ``beta = 0`` at ``sigma = inf``) is 0, not ``0 * inf``:
+    ``fmax`` with 0 drops the ``nan`` (both terms are never negative)."""
     if aggregation == "mle":  # callers silence the floating-point warnings of the ends
         d = (others + sigma_i**-2.0) ** -0.5
     else:
         d = np.sqrt(others + sigma_i**2) / n
-    privacy = np.where(alpha > 0, alpha * c * S / sigma_i, 0.0)
-    penalty = np.where(beta > 0, beta * ((n - 1) / n) ** 2 * sigma_i**2, 0.0)
+    privacy = np.fmax(alpha * c * S / sigma_i, 0.0)
+    penalty = np.fmax(beta * ((n - 1) / n) ** 2 * sigma_i**2, 0.0)
     return (1.0 - alpha) * kappa * d * (1.0 + d / (2.0 * L_F)) + privacy + penalty
 
 
@@ -256,46 +259,65 @@ def global_best_response(others: NDArray, alpha: NDArray, beta: NDArray, n: int,
 #: a client responding alone pays numpy's per-call overhead, not the grid's size).
 _LOG_OFFSETS = np.linspace(-GRID_DECADES, GRID_DECADES, GRID_POINTS) * np.log(10)
 _FRACTIONS = np.linspace(0.0, 1.0, ZOOM_POINTS)[:, None]
-_ENDS = np.array([np.inf, 0.0])
+#: The grid as multiples of ``ref``, then the ends: opting out and ``sigma = 0``.
+_CANDIDATES = np.append(np.exp(_LOG_OFFSETS), [np.inf, 0.0])[:, None]
 
 
 def _global_min(others, alpha, beta, n, kappa, L_F, c, S, aggregation, ref) -> NDArray:
     m = alpha.size
     cols = np.arange(m)
     args = (others, alpha, kappa, L_F, c, S, aggregation, beta, n)
-    log_grid = np.log(ref) + _LOG_OFFSETS
-    costs = _own_cost(np.append(np.exp(log_grid), _ENDS)[:, None], *args)  # one call: the
-    values, out, zero = costs[:GRID_POINTS], costs[-2], costs[-1]  # grid, opting out, sigma 0
+    costs = _own_cost(ref * _CANDIDATES, *args)  # one call: the grid, opting out, sigma 0
+    values, out, zero = costs[:GRID_POINTS], costs[-2], costs[-1]
     k = np.argmin(np.where(np.isnan(values), np.inf, values), axis=0)
-    best_value = values[k, cols]
+    if m == 1:  # one client in turn: Python floats from here (numpy's calls cost 5x)
+        return np.array([_one_min(values[:, 0], float(out[0]), float(zero[0]), int(k[0]), ref,
+                                  (float(others[0]), float(alpha[0]), kappa, L_F, c, S,
+                                   aggregation, float(beta[0]), n))])
+    log_grid = np.log(ref) + _LOG_OFFSETS
     lo = log_grid[np.maximum(k - 1, 0)]
     hi = log_grid[np.minimum(k + 1, GRID_POINTS - 1)]
-    if m == 1:  # one client in turn: Brent on scalars (the zoom's numpy calls cost 5x)
-        best = np.array([np.exp(_root_in_log(lo[0], hi[0], others[0], alpha[0], kappa, L_F, c,
-                                             S, aggregation, beta[0], n))])
-    else:
-        for _ in range(ZOOM_STEPS):  # bracket the derivative's sign change ever more finely
-            t = lo + (hi - lo) * _FRACTIONS
-            falling = (_own_slope(np.exp(t), *args) < 0).sum(axis=0)
-            j = np.minimum(np.maximum(falling - 1, 0), ZOOM_POINTS - 2)  # np.clip: 10x cost
-            lo, hi = t[j, cols], t[j + 1, cols]
-        best = np.exp((lo + hi) / 2)
+    for _ in range(ZOOM_STEPS):  # bracket the derivative's sign change ever more finely
+        t = lo + (hi - lo) * _FRACTIONS
+        falling = (_own_slope(np.exp(t), *args) < 0).sum(axis=0)
+        j = np.minimum(np.maximum(falling - 1, 0), ZOOM_POINTS - 2)  # np.clip: 10x cost
+        lo, hi = t[j, cols], t[j + 1, cols]
+    best = np.exp((lo + hi) / 2)
+    best_value = values[k, cols]
     refined = _own_cost(best, *args)
-    best = np.where(refined <= best_value, best, np.exp(log_grid[k]))
+    best = np.where(refined <= best_value, best, ref * _CANDIDATES[k, 0])
     best_value = np.minimum(refined, best_value)
     best = np.where(out < best_value, np.inf, best)
     best_value = np.minimum(best_value, out)
     return np.where((alpha == 0) & (zero <= best_value), 0.0, best)
 
 
+def _one_min(values: NDArray, out: float, zero: float, k: int, ref: float,
+             args: tuple) -> float:
+    """:func:`_global_min` for one client, from its grid's costs (``values``, best at ``k``)
+    and the ends' (``out``: opting out, ``zero``: ``sigma = 0``); ``args``: Python floats."""
+    log_ref = math.log(ref)
+    best = math.exp(_root_in_log(log_ref + _LOG_OFFSETS[max(k - 1, 0)],
+                                 log_ref + _LOG_OFFSETS[min(k + 1, GRID_POINTS - 1)], *args))
+    best_value, refined = float(values[k]), float(_own_cost(best, *args))
+    if refined <= best_value:
+        best_value = refined
+    else:
+        best = ref * float(_CANDIDATES[k, 0])
+    if out < best_value:
+        best, best_value = math.inf, out
+    return 0.0 if args[1] == 0 and zero <= best_value else best
+
+
 def _root_in_log(lo: float, hi: float, *args) -> float:
     """The zoom's answer for one client: the ``log sigma`` in ``[lo, hi]`` where the slope stops
     falling, by Brent's method on its sign change (about 10 evaluations; the zoom's bracket is
     below 3e-12 wide); without a sign change, the end the zoom converges to (a ``nan`` slope
-    counts as not falling: it is ``nan`` for every sigma or none)."""
+    counts as not falling: it is ``nan`` for every sigma or none). ``args``: Python floats
+    (``sigma`` stays positive and finite inside the grid, so no operation raises)."""
 
     def slope(t: float) -> float:
-        return float(_own_slope(np.exp(t), *args))
+        return float(_own_slope(math.exp(t), *args))
 
     if not slope(lo) < 0:
         return lo
@@ -323,6 +345,9 @@ def rest_of_aggregate(sigma: NDArray, aggregation: str) -> NDArray:
     ``sum_{j != i} sigma_j^2`` (mean), infinite when another client's part is."""
     with np.errstate(divide="ignore", over="ignore"):
         parts = sigma**-2.0 if aggregation == "mle" else sigma**2
+    total = np.sum(parts)
+    if math.isfinite(total):  # no infinite part: the common case, in two numpy calls
+        return total - parts
     finite = np.isfinite(parts)
     total, infinite = float(np.sum(parts[finite])), int(np.sum(~finite))
     return np.where(finite, np.where(infinite > 0, np.inf, total - np.where(finite, parts, 0.0)),
