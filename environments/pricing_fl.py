@@ -200,9 +200,8 @@ class PricingFLModel(Environment):
         lam = self.config.damping
         with np.errstate(divide="ignore"):
             x = (1 - lam) / sigma + lam / target
-            top = float(np.max(1.0 / self.sigma))
-            gone = np.isinf(target) & (x < 1e-6 * top)
-            return np.where(gone, np.inf, 1.0 / x)
+            top = 1.0 / np.min(self.sigma)  # the largest precision
+            return np.where(np.isinf(target) & (x < 1e-6 * top), np.inf, 1.0 / x)
 
     # --- protocol ---------------------------------------------------------------------------
     def step(self) -> None:

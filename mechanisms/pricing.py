@@ -362,6 +362,12 @@ def best_response(i: int, sigma: ArrayLike, alpha: ArrayLike, kappa: float, L_F:
 
 
 def reference_scale(sigma: NDArray, kappa: float, L_F: float, c: float, S: float) -> float:
+    """Where the best-response grid is centred: the geometric mean of the positive finite noise
+    levels (without any, a scale of the game's constants)."""
+    with np.errstate(divide="ignore"):
+        total = float(np.add.reduce(np.log(sigma)))
+    if math.isfinite(total):  # every level positive and finite: the common case
+        return float(np.exp(total / sigma.size))
     finite = sigma[np.isfinite(sigma) & (sigma > 0)]
     if finite.size:
         return float(np.exp(np.mean(np.log(finite))))
