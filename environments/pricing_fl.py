@@ -191,12 +191,12 @@ class PricingFLModel(Environment):
     def reference_scale(self) -> float:
         return reference_scale(self.sigma, *self.game)
 
-    def damped(self, sigma: NDArray, target: NDArray) -> NDArray:
-        """Move ``damping`` of the way to ``target`` in precision ``1/sigma``. A client whose
-        best response is to opt out fades out (its precision shrinks by ``1 - damping`` a
-        round) and counts as out once its precision is below ``1e-6`` of the largest
-        client's: leaving at once would let all clients leave together, a coordination failure
-        of simultaneous moves."""
+    def damped(self, sigma: NDArray | np.floating, target: NDArray | np.floating) -> NDArray:
+        """Move ``damping`` of the way to ``target`` in precision ``1/sigma`` (arrays, or numpy
+        scalars for one client). A client whose best response is to opt out fades out (its
+        precision shrinks by ``1 - damping`` a round) and counts as out once its precision is
+        below ``1e-6`` of the largest client's: leaving at once would let all clients leave
+        together, a coordination failure of simultaneous moves."""
         lam = self.config.damping
         with np.errstate(divide="ignore"):
             x = (1 - lam) / sigma + lam / target
