@@ -188,6 +188,18 @@ def nearest_colluders(seq_colluding: NDArray, position: NDArray) -> tuple[NDArra
     return before.astype(np.int64), after.astype(np.int64)
 
 
+def adjacent_colluders(seq_colluding: NDArray, position: NDArray) -> tuple[NDArray, NDArray]:
+    """What the weak attack needs of :func:`nearest_colluders`, from the victim's two
+    neighbours only (``O(T)``, not a scan of all ``K`` places): ``before`` is ``position - 1``
+    where that neighbour colludes, else -1; ``after`` is ``position + 1`` where that one
+    colludes, else ``K``. Where both collude this is exactly :func:`nearest_colluders`'s."""
+    K = seq_colluding.shape[0]
+    trials = np.arange(position.size)
+    left = (position > 0) & seq_colluding[np.maximum(position - 1, 0), trials]
+    right = (position < K - 1) & seq_colluding[np.minimum(position + 1, K - 1), trials]
+    return np.where(left, position - 1, -1), np.where(right, position + 1, K)
+
+
 def attack(uploads: NDArray, before: NDArray, after: NDArray, position: NDArray,
            truth: NDArray, noise: NDArray, fakes: NDArray | None, length: NDArray,
            attacker: str) -> tuple[NDArray, NDArray, NDArray]:
@@ -198,7 +210,8 @@ def attack(uploads: NDArray, before: NDArray, after: NDArray, position: NDArray,
 
     Args:
         uploads: ``(K, T, l)`` the uploaded slices in sequence order.
-        before, after: ``(T,)`` the nearest colluders' positions (:func:`nearest_colluders`).
+        before, after: ``(T,)`` the nearest colluders' positions (:func:`nearest_colluders`;
+            :func:`adjacent_colluders` for the weak attack).
         position: ``(T,)`` the victim's position.
         truth: ``(T, l)`` the victim's true slice.
         noise: ``(T, l)`` the noise the first user adds (Theorem 1: nobody else adds any).
@@ -303,7 +316,8 @@ def attack_sequences(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
              if cfg.attacker == "strong" else None)
     flags = np.broadcast_to(seq_colluding[:, :, None], shape[:-1]).reshape(k, -1)
     position = position.reshape(-1)
-    before, after = nearest_colluders(flags, position)
+    locate = adjacent_colluders if cfg.attacker == "weak" else nearest_colluders
+    before, after = locate(flags, position)
     possible, rms, worst = attack(
         np.broadcast_to(uploads[:, :, None], shape).reshape(k, -1, width), before, after,
         position, truth.reshape(-1, width),

@@ -12,7 +12,9 @@ from privgames.environments.config import ConfigError
 from privgames.environments.sar import (
     SARConfig,
     SARModel,
+    adjacent_colluders,
     arrange_colluders,
+    nearest_colluders,
     neighbour_colluders,
     sar_epsilon,
     simulate_attacks,
@@ -175,3 +177,20 @@ def test_sar_epsilon_user_level_slice_level_and_paper():
     assert finer["epsilon_slice"] < eps["epsilon_slice"] < eps["epsilon"]
     assert eps["epsilon_paper"] == pytest.approx(
         2.0 * math.sqrt(2 * math.log(1.25e5) / M))
+
+
+@pytest.mark.parametrize("K", [2, 3, 20])
+def test_adjacent_colluders_decide_the_weak_attack_as_the_nearest_do(K):
+    """The weak attack is possible exactly where the nearest colluders are the victim's two
+    neighbours; the adjacent-only lookup finds the same cases and the same positions there."""
+    rng = np.random.default_rng(K)
+    flags = rng.random((K, 5000)) < 0.5
+    position = rng.integers(0, K, 5000)
+    near = nearest_colluders(flags, position)
+    adjacent = adjacent_colluders(flags, position)
+    weak = (near[0] == position - 1) & (near[1] == position + 1)
+    np.testing.assert_array_equal(weak, (adjacent[0] == position - 1)
+                                  & (adjacent[1] == position + 1))
+    assert 0 < weak.sum() < weak.size
+    for a, b in zip(near, adjacent, strict=True):
+        np.testing.assert_array_equal(a[weak], b[weak])
