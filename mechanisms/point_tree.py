@@ -20,9 +20,10 @@ from numpy.typing import NDArray
 
 #: Points per leaf at most (smaller leaves: fewer undecided points, more nodes to test).
 LEAF_SIZE = 64
-#: Margin a whole box must keep over a rival centroid to be decided at once. The scores are
-#: float64 sums of a few products of numbers in [-1, 1] (rounding about 1e-15), so a box with
-#: a smaller margin is resolved point by point, exactly as a brute-force ``argmin`` would.
+#: Margin a whole box must keep over a rival centroid to be decided at once. DP k-means keeps
+#: points and centroids in [-1, 1]^d, d <= 8, so the scores are float64 sums of a few products
+#: of such numbers (rounding about 1e-15): a box with a smaller margin is resolved point by
+#: point, exactly as a brute-force ``argmin`` would.
 MARGIN = 1e-9
 
 
@@ -161,7 +162,7 @@ def _assign_points(tree: PointTree, leaf: NDArray, cand: NDArray, alive: NDArray
     size, total = tree.size[-1][leaf], [t[leaf] for t in tree.total[-1]]
     short = size < best.shape[1]  # a short leaf's padding (its last slot) stays with the first
     best[short, -1] = np.inf
-    won = np.zeros(best.shape, dtype=np.int8)  # the winning candidate's position
+    won = np.zeros(best.shape, dtype=np.min_scalar_type(cand.shape[1]))  # winner's position
     rows = [np.count_nonzero(alive > m) for m in range(cand.shape[1])]
     for m in range(1, cand.shape[1]):
         rival_score = score(cand[: rows[m], m])

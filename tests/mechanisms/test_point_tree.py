@@ -117,3 +117,17 @@ def test_an_iteration_on_birch3_is_the_same_through_either_path():
     by_product = K.partition_sums(points, centroids)[0]
     np.testing.assert_array_equal(by_tree[:1], brute_force(points, centroids[:1])[0])
     assert np.abs(by_tree - by_product).sum() <= 2 * 3
+
+
+def test_hundreds_of_candidates_in_one_leaf():
+    """200 centroids on a circle around a small disc of points: every centroid stays a
+    candidate down to the leaf, and each point still goes to the one in its direction."""
+    rng = np.random.default_rng(8)
+    angle = np.sort(rng.uniform(0, 2 * np.pi, 200))
+    centroids = np.stack([np.cos(angle), np.sin(angle)], -1)[None] * 0.9
+    points = 0.01 * rng.uniform(-1, 1, (400, 2))
+    counts, sums = cluster_sums(PointTree.build(points, 512), centroids)
+    want_counts, want_sums = brute_force(points, centroids)
+    np.testing.assert_array_equal(counts, want_counts)
+    np.testing.assert_allclose(sums, want_sums, atol=1e-12)
+    assert np.count_nonzero(counts) > 100
