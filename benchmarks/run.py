@@ -41,6 +41,38 @@ TARGETS = [
 ]
 
 
+#: Random numbers an experiment must draw at paper scale, exactly per user (how they add up),
+#: for the experiments whose draws alone put the target out of reach: the report divides them
+#: by numpy's raw Laplace rate measured in the same run (bench_apes), on every core.
+DRAWS = {
+    "apes": (3.51e9, "3 populations x 30 rounds x 10^4 users x 650 dimensions x 6 draws over "
+                     "the six frameworks (none for non-private, 2 for S-APES)"),
+    "apes-clip": (8.19e9, "7 C x 2 frameworks x 3 populations x 30 rounds x 10^4 users x 650 "
+                          "dimensions"),
+    "apes-sparsify": (1.17e10, "5 ratios x 2 sparsifications x 3 populations x 30 rounds x "
+                               "10^4 users x 650 dimensions x 2 draws (S-APES)"),
+}
+#: Why the other targets are not met, when they are not (measured in earlier sessions; the
+#: issue's notes hold the profiles).
+REASONS = {
+    "0.ratio_to_raw": "the weak kernel draws only what the attack needs; its profile is spread "
+                      "over the data draws (27%), the attack on the running sums and the "
+                      "victim's gathers, none dominant",
+    "1.ratio_to_raw": "the strong kernel's profile is spread evenly (attack 0.13, sequences "
+                      "0.11, arrangement 0.10, draws 0.09 s of 0.6 s at 10^6 trials)",
+    "ray.ray_over_vectorized": "one block exchange per shard per m steps is the floor of the "
+                               "protocol; the ratio moves 0.86-1.18 between runs of the same "
+                               "code on this machine",
+    "ray.fixed_cost_s": "ray.init alone takes 1.5-4.9 s here (3-6 s measured at the start)",
+    "pricing-fig1": "160 units of about 0.5 s of Python-level best responses (one client at a "
+                    "time: in-turn updates are sequential); 2 workers on this machine run such "
+                    "code 1.4-1.5x faster than one",
+    "budget-analysts": "one unit (the analysts learn from each other's rounds in order): Ray "
+                       "cannot split it",
+}
+WORKERS = os.cpu_count() or 1
+
+
 def flatten(data: object, prefix: str = "") -> dict[str, object]:
     """Nested JSON as ``{"a.b": value}``; lists of records keyed by their position."""
     if isinstance(data, dict):
@@ -82,6 +114,42 @@ def read_timings(path: Path) -> dict[str, float]:
     return {**timings["seconds"], "total": timings["total"]}
 
 
+def why_not_met(results: dict[str, dict], targets: list) -> list[str]:
+    """The report's section on the targets not met: each one's floor where the run measured
+    one (draws at the raw rate; DP k-means' work at its kernel's rate), else its reason."""
+    flat = {bench: flatten(data) for bench, data in results.items()}
+    apes = flat.get("bench_apes", {})
+    raw_rate = (apes["round.draws"] / apes["round.raw_laplace_seconds"]
+                if "round.draws" in apes else None)
+    paper = flat.get("paper_scale_s", {})
+    lines = []
+    for bench, key, op, target, what in targets:
+        value = flat.get(bench, {}).get(key)
+        if value is not None and (value < target if op == "<" else value >= target):
+            continue
+        if key in DRAWS and raw_rate:
+            draws, how = DRAWS[key]
+            why = (f"{draws:.3g} draws ({how}): {draws / raw_rate / WORKERS:.0f} s on "
+                   f"{WORKERS} cores at numpy's raw Laplace rate ({raw_rate:.3g}/s per core, "
+                   "this run); an exact law of the sum of Clip-Laplace reports with "
+                   "different budgets, which would draw less, is not known")
+        elif key == "dp-kmeans" and "bench_budget" in flat:
+            rate = flat["bench_budget"]["dp_kmeans_point_iterations_per_s"]
+            work = flat["bench_budget"]["paper_scale_point_iterations"]
+            why = (f"{work:.3g} point-iterations at the kernel's measured {rate:.3g}/s per core"
+                   f": {work / rate / WORKERS:.0f} s on {WORKERS} cores")
+        elif key == "total":
+            floors = {name: DRAWS[name][0] / raw_rate / WORKERS for name in DRAWS if raw_rate}
+            why = (f"the APES experiments' draws alone take {sum(floors.values()):.0f} s; "
+                   f"dp-kmeans {paper.get('dp-kmeans', float('nan')):.0f} s")
+        else:
+            why = REASONS.get(key, "no floor measured")
+        lines.append(f"| {what} | {why} |")
+    if not lines:
+        return []
+    return ["", "## Not met: why", "", "| target | floor or reason |", "|---|---|", *lines]
+
+
 def main() -> None:
     args = arguments(__doc__, ("--paper", "also time every experiment at the paper's scale"),
                      options=(("--paper-timings", "the paper-scale wall times of an earlier "
@@ -112,6 +180,7 @@ def main() -> None:
         met = value is not None and (value < target if op == "<" else value >= target)
         shown = "not measured" if value is None else f"{value:.3g}"
         lines.append(f"| {what} | {shown} | {op} {target} | {'yes' if met else 'no'} |")
+    lines += why_not_met(results, targets)
     for bench, data in results.items():
         lines += ["", f"## {bench}", "", "| figure | value |", "|---|---|"]
         for key, value in flatten(data).items():
