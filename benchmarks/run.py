@@ -63,7 +63,8 @@ REASONS = {
     "ray.ray_over_vectorized": "one block exchange per shard per m steps is the floor of the "
                                "protocol; the ratio moves 0.86-1.18 between runs of the same "
                                "code on this machine",
-    "ray.fixed_cost_s": "ray.init alone takes 1.5-4.9 s here (3-6 s measured at the start)",
+    "ray.fixed_cost_s": "ray.init takes 3-6 s on this machine (the issue's measurement); the "
+                        "fixed cost of the same code read 1.5-5.8 s over the last two sessions",
     "pricing-fig1": "160 units of about 0.5 s of Python-level best responses (one client at a "
                     "time: in-turn updates are sequential); 2 workers on this machine run such "
                     "code 1.4-1.5x faster than one",
