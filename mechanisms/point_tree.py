@@ -48,10 +48,11 @@ class PointTree:
     @classmethod
     def build(cls, points: NDArray, leaf_size: int = LEAF_SIZE) -> PointTree:
         """Median splits on each node's widest coordinate until the leaves hold at most
-        ``leaf_size`` points; one sort per level over all of its nodes."""
+        ``leaf_size`` points, and at least one (``2**depth <= n``: an empty node's bounds and
+        sums would be undefined); one sort per level over all of its nodes."""
         points = np.asarray(points, dtype=float)
         n = points.shape[0]
-        depth = max(0, int(np.ceil(np.log2(max(n / leaf_size, 1.0)))))
+        depth = min(int(np.ceil(np.log2(max(n / leaf_size, 1.0)))), int(np.log2(n)))
         order = np.arange(n)
         bounds = [np.array([0, n])]
         for _ in range(depth):
