@@ -55,25 +55,25 @@ class PointTree:
         depth = min(int(np.ceil(np.log2(max(n / leaf_size, 1.0)))), int(np.log2(n)))
         order = np.arange(n)
         bounds = [np.array([0, n])]
-        for _ in range(depth):
+        centre, half = [], []
+        for level in range(depth + 1):
             starts = bounds[-1]
-            node = np.repeat(np.arange(starts.size - 1), np.diff(starts))
             sorted_points = points[order]
-            lo = np.minimum.reduceat(sorted_points, starts[:-1])
-            hi = np.maximum.reduceat(sorted_points, starts[:-1])
+            lo = np.minimum.reduceat(sorted_points, starts[:-1])  # the level's boxes: min and
+            hi = np.maximum.reduceat(sorted_points, starts[:-1])  # max ignore the order below
+            centre.append(tuple(np.ascontiguousarray((lo + hi).T / 2)))
+            half.append(tuple(np.ascontiguousarray((hi - lo).T / 2)))
+            if level == depth:
+                break
+            node = np.repeat(np.arange(starts.size - 1), np.diff(starts))
             widest = np.argmax(hi - lo, axis=1)
             order = order[np.lexsort((sorted_points[np.arange(n), widest[node]], node))]
             mid = starts[:-1] + np.diff(starts) // 2
             bounds.append(np.append(np.column_stack([starts[:-1], mid]).ravel(), n))
-        points = points[order]
-        centre, half, size, total = [], [], [], []
-        for starts in bounds:
-            lo = np.minimum.reduceat(points, starts[:-1])
-            hi = np.maximum.reduceat(points, starts[:-1])
-            centre.append(tuple(np.ascontiguousarray((lo + hi).T / 2)))
-            half.append(tuple(np.ascontiguousarray((hi - lo).T / 2)))
-            size.append(np.diff(starts).astype(float))
-            total.append(tuple(np.ascontiguousarray(np.add.reduceat(points, starts[:-1]).T)))
+        points = sorted_points
+        size = [np.diff(starts).astype(float) for starts in bounds]
+        total = [tuple(np.ascontiguousarray(np.add.reduceat(points, starts[:-1]).T))
+                 for starts in bounds]
         starts = bounds[-1]
         width = int(np.diff(starts).max())
         slot = np.arange(n) - np.repeat(starts[:-1], np.diff(starts))
