@@ -35,7 +35,6 @@ from privgames.mechanisms.fl_training import (
     aggregate,
     local_updates,
     smoothness,
-    svm_loss,
     svm_loss_and_gradient,
 )
 from privgames.mechanisms.pricing import AGGREGATIONS, error_scale, loss_bound
@@ -186,6 +185,14 @@ def _client_noise(seed: np.random.SeedSequence, index: int, round_: int, d: int)
     return generator(child(seed, index, round_)).standard_normal(d)
 
 
+def _distinct_rows(index: NDArray, x: NDArray, labels: NDArray) -> tuple[NDArray, NDArray,
+                                                                          NDArray]:
+    """The samples ``x[index]`` (drawn with replacement) as distinct rows, their labels and
+    multiplicities: the global loss and accuracy are means over them."""
+    rows, counts = np.unique(index, return_counts=True)
+    return x[rows], labels[rows], counts
+
+
 class TrainingGroup:
     """A Ray actor holding a group of clients' data (Flower's simulation shape)."""
 
@@ -206,6 +213,7 @@ class FederatedTrainingModel(Environment):
 
     Attributes:
         X, y: training data ``(N, train, d)`` and labels in {-1, +1}; ``X_test``, ``y_test``.
+        train_rows, test_rows: the same samples as distinct rows, labels and multiplicities.
         sigma: the clients' noise levels; w: the global model.
         L_F: the loss's smoothness bound; w_star, loss_star: the noise-free optimum of the
             global loss (centralised gradient descent), for the gap and the bound of eq (9).
@@ -223,6 +231,8 @@ class FederatedTrainingModel(Environment):
         te = self.rng.choice(test_pool, (c.N, c.test))
         self.X, self.y = x[tr], labels[tr]
         self.X_test, self.y_test = x[te], labels[te]
+        self.train_rows = _distinct_rows(tr, x, labels)
+        self.test_rows = _distinct_rows(te, x, labels)
         self.sigma = c.noise()
         with threadpool_limits(1):  # the same bits in a Ray worker (see step)
             self.L_F = smoothness(self.X, c.lam)
@@ -240,11 +250,9 @@ class FederatedTrainingModel(Environment):
         """The noise-free global optimum (L-BFGS on the strongly convex loss)."""
         from scipy.optimize import minimize
 
-        X = self.X.reshape(-1, self.X.shape[-1])
-        y = self.y.reshape(-1)
-        lam = self.config.lam
-        res = minimize(svm_loss_and_gradient, np.zeros(X.shape[1]), args=(X, y, lam), jac=True,
-                       method="L-BFGS-B",
+        X, y, counts = self.train_rows
+        res = minimize(svm_loss_and_gradient, np.zeros(X.shape[1]),
+                       args=(X, y, self.config.lam, counts), jac=True, method="L-BFGS-B",
                        options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 10_000})
         return res.x, float(res.fun)
 
@@ -253,11 +261,12 @@ class FederatedTrainingModel(Environment):
         once per model: the round's ``loss`` and ``loss_gap`` both report it)."""
         if self._loss_of is not self.w:
             self._loss_of = self.w
-            self._loss = float(np.mean(svm_loss(self.w, self.X, self.y, self.config.lam)))
+            X, y, counts = self.train_rows
+            self._loss = svm_loss_and_gradient(self.w, X, y, self.config.lam, counts)[0]
         return self._loss
 
     def test_accuracy(self) -> float:
-        return accuracy(self.w, self.X_test.reshape(-1, self.X.shape[-1]), self.y_test.ravel())
+        return accuracy(self.w, *self.test_rows)
 
     def test_correct(self) -> NDArray:
         """Per test sample (all clients'): 1 if the global model classifies it right."""

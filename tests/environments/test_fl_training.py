@@ -15,6 +15,7 @@ from privgames.environments.fl_training import (
     load_dataset,
 )
 from privgames.mechanisms.fl_training import (
+    accuracy,
     aggregate,
     svm_gradient,
     svm_loss,
@@ -29,9 +30,19 @@ def test_gradient_is_the_derivative_of_the_loss():
     numeric = [(svm_loss(w + h * e, X, y, 0.1) - svm_loss(w - h * e, X, y, 0.1)) / (2 * h)
                for e in np.eye(4)]
     np.testing.assert_allclose(svm_gradient(w, X, y, 0.1), numeric, rtol=1e-6, atol=1e-9)
-    loss, gradient = svm_loss_and_gradient(w, X, y, 0.1)  # the fused pass of the optimum
-    assert loss == pytest.approx(float(svm_loss(w, X, y, 0.1)), rel=1e-13)
-    np.testing.assert_allclose(gradient, svm_gradient(w, X, y, 0.1), rtol=1e-12, atol=1e-15)
+
+
+def test_loss_on_distinct_rows_with_counts_is_the_loss_on_the_repeated_samples():
+    """The optimum's fused pass over distinct rows weighted by their multiplicities gives the
+    loss and gradient of the data set with every row repeated that many times."""
+    rng = np.random.default_rng(2)
+    X, y, w = rng.normal(size=(30, 4)), rng.choice([-1.0, 1.0], 30), rng.normal(size=4)
+    counts = rng.integers(1, 6, 30)
+    Xr, yr = np.repeat(X, counts, axis=0), np.repeat(y, counts)
+    loss, gradient = svm_loss_and_gradient(w, X, y, 0.1, counts)
+    assert loss == pytest.approx(float(svm_loss(w, Xr, yr, 0.1)), rel=1e-13)
+    np.testing.assert_allclose(gradient, svm_gradient(w, Xr, yr, 0.1), rtol=1e-12, atol=1e-15)
+    assert accuracy(w, X, y, counts) == np.mean(np.sign(Xr @ w) == yr)
 
 
 def test_mle_aggregate_is_the_minimum_variance_combination():
@@ -109,3 +120,12 @@ def test_malformed_data_file(tmp_path):
     np.savez(bad, images=np.zeros(3))
     with pytest.raises(ConfigError, match=r"is not an MNIST file: expected arrays x_train"):
         FederatedTrainingModel(TrainingConfig(data=str(bad)), seed=0)
+
+
+def test_global_loss_and_accuracy_are_means_over_every_clients_samples():
+    """The model's distinct-row shortcut reports the mean over all clients' samples."""
+    m = FederatedTrainingModel(TrainingConfig(N=6, rounds=2, train=300, test=200), seed=4).run()
+    assert m.loss() == pytest.approx(float(np.mean(svm_loss(m.w, m.X, m.y, m.config.lam))),
+                                     rel=1e-12)
+    assert m.test_accuracy() == m.test_correct().mean()
+    assert m.loss_star <= m.loss()
