@@ -103,18 +103,24 @@ def test_audit_lower_bound_stays_below_the_upper_bound():
     assert lo <= upper
 
 
-def test_released_sum_has_the_law_of_the_users_reports():
-    """The audit's sum (target at +C, the others at 0): mean eq (1) at the target and variance
-    the sum of the users' closed-form variances, within 3 SE over 200,000 trials (the
-    variance's SE from the sample's fourth central moment)."""
+def test_released_sums_have_the_law_of_the_users_reports():
+    """The audit's sums on D (target at +C) and D' (-C), the others at 0: each has mean eq (1)
+    at its target and variance the sum of the users' closed-form variances, within 3 SE over
+    200,000 trials (the variance's SE from the sample's fourth central moment). The two share
+    the others' sum: their difference is the difference of the targets' reports alone."""
     budgets, C = np.array([2.0, 0.3, 1.0, 5.0]), 1.0
-    sums = released_sums(budgets, C, 200_000, C, np.random.default_rng(8))
-    x = np.array([C, 0.0, 0.0, 0.0])
-    mean = float(clip_laplace_mean(C, budgets[0], C))
-    var = float(np.sum(clip_laplace_var(x, budgets, C)))
-    assert abs(sums.mean() - mean) < 3 * np.sqrt(var / sums.size)
-    m4 = np.mean((sums - sums.mean()) ** 4)
-    assert abs(sums.var() - var) < 3 * np.sqrt((m4 - var**2) / sums.size)
+    on_d, on_d2 = released_sums(budgets, 200_000, C, (8, 9, 10))
+    for sums, value in ((on_d, C), (on_d2, -C)):
+        mean = float(clip_laplace_mean(value, budgets[0], C))
+        var = float(np.sum(clip_laplace_var(np.array([value, 0.0, 0.0, 0.0]), budgets, C)))
+        assert abs(sums.mean() - mean) < 3 * np.sqrt(var / sums.size)
+        m4 = np.mean((sums - sums.mean()) ** 4)
+        assert abs(sums.var() - var) < 3 * np.sqrt((m4 - var**2) / sums.size)
+    gap = on_d - on_d2  # in [-2C, 2C] exactly when only the targets' reports differ
+    assert np.all(np.abs(gap) <= 2 * C + 1e-12)
+    var_gap = 2 * float(clip_laplace_var(C, budgets[0], C))
+    m4 = np.mean((gap - gap.mean()) ** 4)
+    assert abs(gap.var() - var_gap) < 3 * np.sqrt((m4 - var_gap**2) / gap.size)
 
 
 def test_clopper_pearson_covers():
