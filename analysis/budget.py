@@ -431,7 +431,10 @@ register(Experiment(
     grid={"task": ["sum", "kmeans"]},
     defaults={"strategies": ["avg", "geo", "bl-taylor", "ac-geo", "ac-bl-taylor", "flip-geo",
                              "bisection"], "rounds": 600},
-    paper={"rounds": 1000, "analysts": 50, "offline_repetitions": 2000},
+    # 50 analysts as two populations of 25 (independent learners: a population is a batch),
+    # each ranked offline by its own 1,000 runs per strategy: the same work as one unit of 50
+    # with 2,000, in two units that run side by side
+    paper={"rounds": 1000, "analysts": 25, "offline_repetitions": 1000, "populations": 2},
     populations=1,
     source=SOURCE,
 ))
