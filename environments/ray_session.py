@@ -6,6 +6,8 @@ import atexit
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def ensure_ray(workers: int | None = None, address: str | None = None):
@@ -28,8 +30,9 @@ def ensure_ray(workers: int | None = None, address: str | None = None):
             ray.init(address=address, log_to_driver=False)
         else:
             _skip_api_server()
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            with _without_monitors():
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
             _start_reaper()
             atexit.unregister(_shutdown_at_once)  # once, however often Ray is restarted
             atexit.register(_shutdown_at_once, ray)  # runs before Ray's own exit hook
@@ -73,6 +76,30 @@ def _skip_api_server() -> None:
 
     start_unless_asked_not_to.privgames = True
     services.start_api_server = start_unless_asked_not_to
+
+
+@contextmanager
+def _without_monitors() -> Iterator[None]:
+    """While a local Ray starts, its head node starts neither the autoscaler's monitor nor the
+    log monitor: two Python processes a fixed local node with ``log_to_driver=False`` does not
+    use, which start on the same 2 cores as the raylet's agents and workers. Ray's own
+    ``no_monitor`` and ``include_log_monitor`` parameters, which ``ray.init`` does not expose,
+    are set on the head node's parameters. Measured: ``ray.init`` 3.05-3.14 s -> 2.06-2.97 s
+    (three interleaved pairs). Nothing is changed if a Ray version names them otherwise."""
+    import ray._private.node as node
+
+    start = node.Node.__init__
+
+    def lean(self, ray_params, *args, **kwargs) -> None:
+        if kwargs.get("head") and {"no_monitor", "include_log_monitor"} <= set(vars(ray_params)):
+            ray_params.no_monitor, ray_params.include_log_monitor = True, False
+        start(self, ray_params, *args, **kwargs)
+
+    node.Node.__init__ = lean
+    try:
+        yield
+    finally:
+        node.Node.__init__ = start
 
 
 def _start_reaper() -> None:

@@ -141,3 +141,21 @@ def test_a_killed_ray_worker_loses_no_row(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ray" / "bas-mse-vs-K.parquet"),
                                   pd.read_parquet(tmp_path / "serial" / "bas-mse-vs-K.parquet"),
                                   check_exact=True)
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_embedded_ray_starts_no_monitors():
+    """A local Ray starts its GCS, raylet, agents and workers, but neither the autoscaler's
+    monitor nor the log monitor (unused by a fixed node that sends no logs to the driver)."""
+    code = ("import os, subprocess\n"
+            "from privgames.environments.ray_session import descendants, ensure_ray\n"
+            "ensure_ray(2)\n"
+            "pids = ','.join(map(str, descendants(os.getpid())))\n"
+            "print(subprocess.run(['ps', '-o', 'cmd=', '-p', pids], capture_output=True,"
+            " text=True).stdout)\n")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    started = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=env, timeout=120, check=True).stdout
+    assert "gcs_server" in started and "raylet" in started and "DashboardAgent" in started
+    assert "monitor.py" not in started  # the autoscaler's monitor.py and log_monitor.py
