@@ -185,8 +185,8 @@ def _client_noise(seed: np.random.SeedSequence, index: int, round_: int, d: int)
     return generator(child(seed, index, round_)).standard_normal(d)
 
 
-def _distinct_rows(index: NDArray, x: NDArray, labels: NDArray) -> tuple[NDArray, NDArray,
-                                                                          NDArray]:
+def _distinct_rows(index: NDArray, x: NDArray,
+                   labels: NDArray) -> tuple[NDArray, NDArray, NDArray]:
     """The samples ``x[index]`` (drawn with replacement) as distinct rows, their labels and
     multiplicities: the global loss and accuracy are means over them."""
     rows, counts = np.unique(index, return_counts=True)
