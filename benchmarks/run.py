@@ -68,11 +68,10 @@ REASONS = {
                                "100-step block, against 80 and 40 alone) and the driver adds "
                                "about 70 ms per run (setup, one checkpoint, the final fetch); "
                                "the ratio moves by 0.2 between runs of the same code here",
-    "ray.fixed_cost_s": "ray.init (ray.ray_init_s below; 1.8-3.0 s over runs) is mostly the "
-                        "wait for the raylet and its agents to register (the autoscaler's and "
-                        "log monitors are no longer started), and each cold worker imports "
-                        "pandas, Mesa and the experiment's modules before its first task "
-                        "(ray.cold_first_ray_sweep_s minus ray.ray_2_workers_s: about 1 s)",
+    "ray.fixed_cost_s": "ray.init takes 1.8-3.0 s here, most of it waiting for the raylet and "
+                        "its agents to register (the autoscaler's and log monitors are no longer "
+                        "started), and each cold worker imports pandas, Mesa and the "
+                        "experiment's modules (about 1 s) before its first task",
     "pricing-fig1": "160 units of about 0.5 s of Python-level best responses (one client at a "
                     "time: in-turn updates are sequential); 2 workers on this machine run such "
                     "code 1.4-1.5x faster than one",
