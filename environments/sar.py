@@ -290,15 +290,18 @@ def play_rounds(cfg: SARConfig, rng: np.random.Generator, beta: NDArray, colludi
 
 
 def attack_sequences(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
-                     seq_colluding: NDArray, seq_true: NDArray,
-                     position: NDArray) -> dict[str, NDArray]:
+                     seq_colluding: NDArray | None, seq_true: NDArray, position: NDArray,
+                     nearest: tuple[NDArray, NDArray] | None = None) -> dict[str, NDArray]:
     """Upload every slice in its sequence (with the mitigation), add the equilibrium noise,
     plant the strong attackers' data and attack every victim on the running sums.
 
     Args:
-        seq_colluding: ``(k, B, N)`` colluder flags by sequence position.
+        seq_colluding: ``(k, B, N)`` colluder flags by sequence position (``None`` when
+            ``nearest`` is given and there is no mitigation: nothing else reads them).
         seq_true: ``(k, B, N, l_max)`` the true slices by sequence position (zero padded).
         position: ``(B, V, N)`` each victim's position in each slice's sequence.
+        nearest: the colluders nearest each victim, ``(before, after)`` flattened over
+            ``(B, V, N)``, when the caller drew them directly; else located in the flags.
 
     Returns:
         ``possible``, ``rms``, ``worst`` and ``success``, each ``(B, V, N)``.
@@ -314,10 +317,12 @@ def attack_sequences(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
     shape = (k, B, V, N, width)
     fakes = (_zero_padding(rng.uniform(-cfg.Delta, cfg.Delta, shape), mask)
              if cfg.attacker == "strong" else None)
-    flags = np.broadcast_to(seq_colluding[:, :, None], shape[:-1]).reshape(k, -1)
     position = position.reshape(-1)
-    locate = adjacent_colluders if cfg.attacker == "weak" else nearest_colluders
-    before, after = locate(flags, position)
+    if nearest is None:
+        flags = np.broadcast_to(seq_colluding[:, :, None], shape[:-1]).reshape(k, -1)
+        locate = adjacent_colluders if cfg.attacker == "weak" else nearest_colluders
+        nearest = locate(flags, position)
+    before, after = nearest
     possible, rms, worst = attack(
         np.broadcast_to(uploads[:, :, None], shape).reshape(k, -1, width), before, after,
         position, truth.reshape(-1, width),
@@ -364,18 +369,26 @@ def arrange_colluders(count: NDArray, position: NDArray, K: int,
 
 
 def neighbour_colluders(count: NDArray, position: NDArray, K: int,
-                        rng: np.random.Generator) -> NDArray:
+                        rng: np.random.Generator) -> tuple[NDArray, NDArray]:
     """Like :func:`arrange_colluders`, for what the weak attack depends on only: whether the
     victim's two neighbours collude (the first two draws of the same sampling without
-    replacement); the other places are left honest, not drawn. Flags ``(K, T)``."""
+    replacement); the other places are not drawn. Returned as :func:`adjacent_colluders`
+    returns them: ``before`` is ``position - 1`` where that neighbour colludes, else -1;
+    ``after`` is ``position + 1`` where that one colludes, else ``K``."""
     u = rng.random((2, position.size))
     left = (position > 0) & (u[0] * (K - 1) < count)
     right = (position < K - 1) & (u[1] * (K - 1 - (position > 0)) < count - left)
-    flags = np.zeros((K, position.size), dtype=bool)
-    trials = np.arange(position.size)
-    flags[np.maximum(position - 1, 0), trials] |= left
-    flags[np.minimum(position + 1, K - 1), trials] |= right
-    return flags
+    return np.where(left, position - 1, -1), np.where(right, position + 1, K)
+
+
+def neighbour_flags(before: NDArray, after: NDArray, K: int) -> NDArray:
+    """Colluder flags ``(K, T)`` marking only the places :func:`neighbour_colluders` drew
+    (what the mitigation needs to tell honest users apart)."""
+    flags = np.zeros((K + 2, before.size), dtype=bool)  # rows 0 and K + 1: -1 and K, dropped
+    trials = np.arange(before.size)
+    flags[before + 1, trials] = True
+    flags[after + 1, trials] = True
+    return flags[1:-1]
 
 
 def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
@@ -405,11 +418,16 @@ def simulate_attacks(cfg: SARConfig, rng: np.random.Generator, beta: NDArray,
         c = min(chunk, rounds - start)
         count = _colluder_counts(cfg, rng, c)
         position = rng.integers(0, K, (c, N))
-        arrange = neighbour_colluders if cfg.attacker == "weak" else arrange_colluders
-        seq_colluding = arrange(np.repeat(count, N), position.ravel(), K, rng)
+        if cfg.attacker == "weak":  # the neighbours' places only, as the attack needs them
+            nearest = neighbour_colluders(np.repeat(count, N), position.ravel(), K, rng)
+            seq_colluding = neighbour_flags(*nearest, K) if cfg.mitigation_p else None
+        else:
+            nearest = None
+            seq_colluding = arrange_colluders(np.repeat(count, N), position.ravel(), K, rng)
         seq_true = _zero_padding(rng.uniform(-cfg.Delta, cfg.Delta, (K, c, N, width)), mask)
-        out = attack_sequences(cfg, rng, beta, seq_colluding.reshape(K, c, N), seq_true,
-                               position[:, None])
+        out = attack_sequences(cfg, rng, beta,
+                               None if seq_colluding is None else seq_colluding.reshape(K, c, N),
+                               seq_true, position[:, None], nearest)
         parts.append({key: value[:, 0] for key, value in out.items()})
     result = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
     result["exposed_fraction"] = result["success"] @ sizes / cfg.d

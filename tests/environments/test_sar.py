@@ -16,6 +16,7 @@ from privgames.environments.sar import (
     arrange_colluders,
     nearest_colluders,
     neighbour_colluders,
+    neighbour_flags,
     sar_epsilon,
     simulate_attacks,
 )
@@ -57,8 +58,10 @@ def test_neighbours_drawn_alone_have_the_law_of_a_uniform_order(place):
     of the four (left, right) outcomes within 3 standard errors of its exact probability over
     10^5 draws at a fixed seed. Nothing else is marked a colluder."""
     K, count, T = 7, 3, 100_000
-    flags = neighbour_colluders(np.full(T, count), np.full(T, place), K,
-                                np.random.default_rng(place))
+    before, after = neighbour_colluders(np.full(T, count), np.full(T, place), K,
+                                        np.random.default_rng(place))
+    flags = neighbour_flags(before, after, K)  # what the mitigation reads
+    np.testing.assert_array_equal(adjacent_colluders(flags, np.full(T, place)), (before, after))
     left = flags[place - 1] if place > 0 else np.zeros(T, dtype=bool)
     right = flags[place + 1] if place < K - 1 else np.zeros(T, dtype=bool)
     assert flags.sum(axis=0).max() <= 2 and not flags[place].any()
