@@ -269,13 +269,13 @@ def _submit_block(model, shards, ring: _Ring, home) -> int:
         ring.order = (*ring.order[:at], c.join_node, *ring.order[at:])
         ring.members = tuple(m | {c.join_node} if s == home else m
                              for s, m in enumerate(ring.members))
-        ring.target = float(model.secrets[list(ring.order)].sum())  # as the vectorized ring
         shards[home].insert.remote(c.join_next_to, c.join_node, model.secrets[c.join_node])
     leaver = c.leave_node if k == c.leave_at else None
     T = 1 if leaver is not None else _block_length(c, ring, k)
     keeper = ring.order[ring.order.index(leaver) - 1] if leaver is not None else None
     if leaver is not None:
         ring.order = tuple(i for i in ring.order if i != leaver)
+    if k in (c.join_at, c.leave_at):  # summed over the new ring, as the vectorized ring does
         ring.target = float(model.secrets[list(ring.order)].sum())
     targets = np.full(T, ring.target)
     sizes = np.full(T, len(ring.order))
