@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from privgames.mechanisms.validation import ConfigError
+
 
 class Learner(Protocol):
     """Chooses the next strategy from the current one and the current best response."""
@@ -32,7 +34,7 @@ class DampedBestResponse:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.rate <= 1.0:
-            raise ValueError(f"damping={self.rate!r} is out of range: damping must lie in (0, 1]")
+            raise ConfigError(f"damping={self.rate!r} is out of range: damping must lie in (0, 1]")
 
     def update(self, current: float, target: float) -> float:
         return current + self.rate * (target - current)
@@ -47,4 +49,4 @@ def make_learner(name: str, damping: float = 0.5) -> Learner:
         return ExactBestResponse()
     if name == "damped":
         return DampedBestResponse(damping)
-    raise ValueError(f"learner={name!r} is not allowed: learner must be one of {LEARNERS}")
+    raise ConfigError(f"learner={name!r} is not allowed: learner must be one of {LEARNERS}")

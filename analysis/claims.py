@@ -7,8 +7,13 @@ with what privgames measured, and judges it:
   at once use the family-wise threshold of :func:`z_threshold`) or within a stated tolerance (a
   deterministic figure);
 * **bound** — an inequality the measurement satisfies; the slack says by how much;
-* **fails** — the measurement contradicts the printed claim; ``erratum`` names the entry of
-  ``docs/errata.md`` that explains it (a failure without one is a finding to investigate).
+* **fails** — the measurement contradicts the printed claim, by the same rules.
+
+No verdict is a constant: a claim that the papers get wrong is stated as printed and fails
+only because the measurement contradicts it (so it would read "holds" if the paper were right).
+``erratum`` names the entry of ``docs/errata.md`` that explains such a failure; it is shown only
+on a computed failure, and the caller passes it only for the case it explains (a rule, a
+reading). A failure without one is a finding to investigate.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from scipy.special import ndtr, ndtri
 
 VERDICTS = ("holds", "bound", "fails")
+KINDS = ("equal", "true", "at_most", "at_least", "z")
 
 
 def z_threshold(comparisons: int, sigmas: float = 3.0) -> float:
@@ -41,10 +47,9 @@ class Claim:
             z threshold.
         kind: ``equal`` (|measured - paper| within 3 SE or ``tolerance``), ``true`` (a
             qualitative claim; ``measured`` says whether it was observed), ``at_most``
-            (measured <= paper), ``at_least`` (measured >= paper), ``z`` (``measured`` is a
-            largest |z|-score, ``tolerance`` its threshold) or ``false`` (the printed claim is
-            contradicted by ``measured``, see ``erratum``).
-        erratum: the ``docs/errata.md`` entry that explains a failure.
+            (measured <= paper), ``at_least`` (measured >= paper) or ``z`` (``measured`` is a
+            largest |z|-score, ``tolerance`` its threshold).
+        erratum: the ``docs/errata.md`` entry that explains a failure (shown only on one).
     """
 
     claim: str
@@ -55,11 +60,21 @@ class Claim:
     kind: str = "equal"
     erratum: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind={self.kind!r} is not allowed: kind must be one of "
+                             + ", ".join(KINDS))
+
     def verdict(self) -> tuple[str, str]:
-        """``(verdict, detail)``: the verdict and the numbers behind it."""
+        """``(verdict, detail)``: the verdict and the numbers behind it; a failure's detail
+        ends with its erratum."""
+        verdict, detail = self._judge()
+        if verdict == "fails" and self.erratum:
+            detail += f"; see errata: {self.erratum}"
+        return verdict, detail
+
+    def _judge(self) -> tuple[str, str]:
         m, p = self.measured, self.paper
-        if self.kind == "false":
-            return "fails", f"see errata: {self.erratum}"
         if m is None or (isinstance(m, float) and math.isnan(m)):
             return "fails", "not measured"
         if self.kind == "true":
@@ -73,8 +88,7 @@ class Claim:
             if gap >= -allowed:
                 rel = f" ({gap / abs(p):.3g} of the bound)" if p else ""
                 return "bound", f"slack {gap:.4g}{rel}"
-            return "fails", f"violated by {-gap:.4g}" + (f"; {self.erratum}" if self.erratum
-                                                         else "")
+            return "fails", f"violated by {-gap:.4g}"
         diff = abs(m - p)
         if self.se:
             z = diff / self.se
@@ -84,8 +98,6 @@ class Claim:
         else:
             tol = self.tolerance or 0.0
             ok, detail = diff <= tol, f"|diff| = {diff:.3g} (tolerance {tol:.3g})"
-        if not ok and self.erratum:
-            detail += f"; see errata: {self.erratum}"
         return ("holds" if ok else "fails"), detail
 
     def row(self) -> dict:
@@ -95,15 +107,17 @@ class Claim:
                 "± SE": _fmt(self.se), "verdict": f"**{verdict}**", "detail": detail}
 
 
-def gaussian_epsilon_claim(where: str, exact: float, paper: float) -> Claim:
-    """The paper's classical epsilon (eq 3) against the exact one: a bound where eq (3) is in
-    its range (``epsilon < 1``) and is an upper bound, a failure otherwise."""
-    claim = f"{where}: the release is epsilon-DP with epsilon from eq (3)"
-    if paper < 1.0 and exact <= paper:
-        return Claim(claim, paper, exact, kind="at_most")
-    return Claim(claim, paper, exact, kind="false",
-                 erratum="eq (3), eq (30): eq (3) holds only for epsilon < 1; `measured` is the "
-                         "exact (analytic Gaussian) epsilon")
+EQ3_ERRATUM = ("eq (3), eq (30): eq (3) holds only for epsilon < 1; `measured` is the exact "
+               "(analytic Gaussian) epsilon")
+
+
+def gaussian_epsilon_claim(where: str, exact: float, paper: float,
+                           erratum: str = EQ3_ERRATUM) -> Claim:
+    """The paper's classical epsilon (eq 3) as an upper bound on the exact one: a bound where it
+    is one (inside eq (3)'s range ``epsilon < 1`` it always is), a failure where the exact
+    epsilon exceeds it, explained by ``erratum`` (by default eq (3)'s range)."""
+    return Claim(f"{where}: the release is epsilon-DP with epsilon from eq (3)", paper, exact,
+                 kind="at_most", erratum=erratum)
 
 
 def _fmt(value: object) -> str:

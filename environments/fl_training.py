@@ -66,14 +66,14 @@ def _read_mnist(path: Path) -> tuple[NDArray, NDArray]:
             images = sorted(p for p in path.iterdir() if "images" in p.name and "idx3" in p.name)
             labels = sorted(p for p in path.iterdir() if "labels" in p.name and "idx1" in p.name)
             if not images or len(images) != len(labels):
-                raise ValueError("no matching *images*idx3* / *labels*idx1* files")
+                raise ConfigError("no matching *images*idx3* / *labels*idx1* files")
             return (np.concatenate([_idx(p) for p in images]),
                     np.concatenate([_idx(p) for p in labels]))
         with np.load(path) as f:
             xs = [f[k] for k in ("x_train", "x_test") if k in f]
             ys = [f[k] for k in ("y_train", "y_test") if k in f]
             if not xs or len(xs) != len(ys):
-                raise ValueError("expected arrays x_train, y_train (and x_test, y_test)")
+                raise ConfigError("expected arrays x_train, y_train (and x_test, y_test)")
             return np.concatenate(xs), np.concatenate(ys)
     except (OSError, ValueError, KeyError) as err:
         raise ConfigError(f"data={str(path)!r} is not an MNIST file: {err}") from None
@@ -83,12 +83,12 @@ def _idx(path: Path) -> NDArray:
     """An IDX array (the MNIST distribution format)."""
     raw = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 8:
-        raise ValueError(f"{path.name} is not an unsigned-byte IDX file")
+        raise ConfigError(f"{path.name} is not an unsigned-byte IDX file")
     dims = raw[3]
     shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(dims))
     data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims)
     if data.size != math.prod(shape):
-        raise ValueError(f"{path.name} is truncated")
+        raise ConfigError(f"{path.name} is truncated")
     return data.reshape(shape)
 
 

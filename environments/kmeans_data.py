@@ -1,14 +1,15 @@
 """Point sets for DP k-means (``papers/budget-allocation-series.txt``, section 7.2.1), scaled to
 ``[-1, 1]^d`` (sensitivity normalisation).
 
-The paper's "Unbalance" and "Birch3" (Franti & Sieranoja's benchmark sets) do not ship with a
-package; ``unbalance`` and ``birch3`` are made with their structure from a fixed seed (so every
-run sees the same points), and any CSV of points can be given instead.
+``unbalance`` is the real benchmark set, shipped with privgames. "Birch3" (Franti & Sieranoja)
+has no published labels and is not redistributed with them, so ``birch3`` is made with its
+structure from a fixed seed (every run sees the same points). Any CSV of points can be given.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from privgames.mechanisms.dp_kmeans import Points, prepare
 
 BUILT_IN = ("unbalance", "birch3")
 #: The clusters to find and the total budget the paper uses on each set (section 7.2).
-#: The built-in sets are made from this fixed seed (the same points in every run).
+#: The generated Birch3 is made from this fixed seed (the same points in every run).
 DATA_SEED = 20211208
 DEFAULTS = {"unbalance": {"k": 8, "epsilon": 0.3}, "birch3": {"k": 20, "epsilon": 0.5}}
 
@@ -33,18 +34,11 @@ def scale(points: NDArray) -> NDArray:
     return np.where(high > low, 2.0 * (points - low) / span - 1.0, 0.0)
 
 
-@lru_cache(maxsize=4)
 def unbalance() -> tuple[NDArray, NDArray]:
-    """Like "Unbalance": 6,500 labelled 2-D points, three dense clusters of 2,000 and five
-    sparse ones of 100, well separated."""
-    rng = generator(child(DATA_SEED, 1))
-    centres = np.array([[-0.7, -0.5], [-0.7, 0.4], [-0.25, -0.05],
-                        [0.3, 0.6], [0.6, 0.2], [0.75, -0.35], [0.35, -0.65], [0.2, 0.0]])
-    sizes = np.array([2000] * 3 + [100] * 5)
-    spread = np.array([0.07] * 3 + [0.04] * 5)
-    labels = np.repeat(np.arange(8), sizes)
-    points = centres[labels] + spread[labels, None] * rng.standard_normal((sizes.sum(), 2))
-    return scale(points), labels
+    """The real "Unbalance" set (Rezaei & Fränti, IEEE TKDE 28(8), 2016), shipped with the
+    package (``environments/data/unbalance.csv``, provenance in the README beside it): 6,500
+    2-D points in 8 labelled clusters, three of 2,000 points and five of 100."""
+    return _csv(str(files("privgames.environments").joinpath("data", "unbalance.csv")))
 
 
 @lru_cache(maxsize=4)

@@ -488,7 +488,7 @@ class PPSPModel(Environment):
         recorded messages of a static ring (``record_messages=True``)."""
         run = self.record()
         if run.messages is None:
-            raise ValueError("no recorded messages: build the model with record_messages=True "
+            raise ConfigError("no recorded messages: build the model with record_messages=True "
                              "on a static synchronous ring and run it first")
         stats = eavesdropper_statistics(np.moveaxis(run.messages, 0, 1))  # (R, K, n)
         std = np.stack([self.std(k, np.arange(self.config.n)) for k in range(self.config.K)])

@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln
 
-from privgames.environments.config import ConfigError, check_int, check_real
+from privgames.mechanisms.validation import ConfigError, check_int, check_real
 
 STRATEGIES = ("avg", "geo", "taylor", "flip-geo", "flip-taylor", "ac-geo", "ac-taylor",
               "bl-taylor", "ac-bl-taylor", "ac-flip-geo", "bisection", "cormode")

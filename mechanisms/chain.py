@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privgames.mechanisms.gaussian import analytic_epsilon, classical_epsilon
+from privgames.mechanisms.validation import ConfigError
 
 #: The threshold constant ``m = (1/2)^(2/3)`` of Lemma 1.
 M = 0.5 ** (2.0 / 3.0)
@@ -23,9 +24,9 @@ M = 0.5 ** (2.0 / 3.0)
 def _beta(beta: ArrayLike) -> NDArray:
     b = np.asarray(beta, dtype=float)
     if b.ndim != 1 or b.size == 0:
-        raise ValueError(f"beta must be a non-empty 1-d array of preferences, got shape {b.shape}")
+        raise ConfigError(f"beta must be a non-empty 1-d array of preferences, got shape {b.shape}")
     if not np.all(np.isfinite(b)) or np.any(b < 0):
-        raise ValueError(f"beta={b.tolist()!r} is out of range: every beta_k must be >= 0")
+        raise ConfigError(f"beta={b.tolist()!r} is out of range: every beta_k must be >= 0")
     return b
 
 
@@ -178,7 +179,7 @@ def split_sequence(
     elif policy == "sorted":
         idx = np.argsort(b, kind="stable")
     else:
-        raise ValueError(f"split={policy!r} is not allowed: split must be 'random' or 'sorted'")
+        raise ConfigError(f"split={policy!r} is not allowed: split must be 'random' or 'sorted'")
     return np.array_split(idx, subsequences)
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from privgames.mechanisms.validation import ConfigError
+
 
 def svm_loss(w: NDArray, X: NDArray, y: NDArray, lam: float) -> NDArray:
     """The squared-SVM loss of ``w`` on ``(X, y)`` (per leading index of ``X``)."""
@@ -70,11 +72,11 @@ def aggregate(updates: NDArray, sigma: NDArray, rule: str) -> NDArray:
     sigma = np.asarray(sigma, dtype=float)
     present = np.isfinite(sigma)
     if not present.any():
-        raise ValueError("every client opted out: there is nothing to aggregate")
+        raise ConfigError("every client opted out: there is nothing to aggregate")
     if rule == "mean":
         return updates[present].mean(axis=0)
     if rule != "mle":
-        raise ValueError(f"aggregation={rule!r} is not allowed: aggregation must be mle or mean")
+        raise ConfigError(f"aggregation={rule!r} is not allowed: aggregation must be mle or mean")
     exact = sigma == 0
     if exact.any():
         return updates[exact].mean(axis=0)

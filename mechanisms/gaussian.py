@@ -22,16 +22,18 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize.elementwise import find_root
 from scipy.special import log_ndtr
 
+from privgames.mechanisms.validation import ConfigError
+
 
 def _check_delta(delta: float) -> None:
     if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta={delta!r} is out of range: delta must lie in (0, 1)")
+        raise ConfigError(f"delta={delta!r} is out of range: delta must lie in (0, 1)")
 
 
 def _check_positive(name: str, value: ArrayLike) -> NDArray:
     v = np.asarray(value, dtype=float)
     if np.any(np.isnan(v)) or np.any(v <= 0):
-        raise ValueError(f"{name}={value!r} is out of range: {name} must be > 0")
+        raise ConfigError(f"{name}={value!r} is out of range: {name} must be > 0")
     return v
 
 
@@ -66,7 +68,7 @@ def analytic_epsilon(sigma: ArrayLike, delta: float, sensitivity: float) -> NDAr
     _check_positive("sensitivity", sensitivity)
     s = np.asarray(sigma, dtype=float)
     if np.any(np.isnan(s)) or np.any(s < 0):
-        raise ValueError(f"sigma={sigma!r} is out of range: sigma must be >= 0")
+        raise ConfigError(f"sigma={sigma!r} is out of range: sigma must be >= 0")
     with np.errstate(divide="ignore"):
         u = np.broadcast_to(sensitivity / s, s.shape).astype(float)
     out = np.where(u == 0.0, 0.0, np.inf)
@@ -111,9 +113,9 @@ def classical_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """
     _check_delta(delta)
     if epsilon <= 0:
-        raise ValueError(f"epsilon={epsilon!r} is out of range: epsilon must be > 0")
+        raise ConfigError(f"epsilon={epsilon!r} is out of range: epsilon must be > 0")
     if sensitivity <= 0:
-        raise ValueError(f"sensitivity={sensitivity!r} is out of range: must be > 0")
+        raise ConfigError(f"sensitivity={sensitivity!r} is out of range: must be > 0")
     return sensitivity / epsilon * math.sqrt(2.0 * math.log(1.25 / delta))
 
 
@@ -135,6 +137,6 @@ def gaussian_mechanism(
 ) -> NDArray:
     """Release ``value + N(0, variance I)``, eq (2)."""
     if variance < 0:
-        raise ValueError(f"variance={variance!r} is out of range: variance must be >= 0")
+        raise ConfigError(f"variance={variance!r} is out of range: variance must be >= 0")
     v = np.asarray(value, dtype=float)
     return v + math.sqrt(variance) * rng.standard_normal(v.shape)

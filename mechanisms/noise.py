@@ -16,7 +16,7 @@ from scipy.interpolate import CubicHermiteSpline
 from scipy.optimize.elementwise import find_root
 from scipy.special import gammainc
 
-from privgames.environments.config import ConfigError
+from privgames.mechanisms.validation import ConfigError
 
 
 def _scale(eps: ArrayLike, C: float) -> NDArray:

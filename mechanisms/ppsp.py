@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privgames.mechanisms.gaussian import analytic_epsilon
+from privgames.mechanisms.validation import ConfigError
 
 SCHEDULES = ("harmonic", "geometric")
 
@@ -150,7 +151,7 @@ def optimal_c(gamma_u: float, gamma_a: float, gamma_p: float, n: int, K: int, de
     """
     for name, g in (("gamma_u", gamma_u), ("gamma_a", gamma_a), ("gamma_p", gamma_p)):
         if g <= 0:
-            raise ValueError(f"{name}={g!r} is out of range: {name} must be > 0")
+            raise ConfigError(f"{name}={g!r} is out of range: {name} must be > 0")
     roots = np.roots([4 * gamma_a * math.pi**2 * n**2, math.sqrt(6) * gamma_u * math.pi
                       * n**1.5, 0.0, -6.0 * gamma_p * _privacy_coefficient(K, delta, d)])
     real = roots[np.abs(roots.imag) < 1e-9 * np.abs(roots).max()].real

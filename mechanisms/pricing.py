@@ -21,6 +21,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
 
+from privgames.mechanisms.validation import ConfigError
+
 AGGREGATIONS = ("mle", "mean")
 #: Grid of the global best response: sigma from ``ref * 10^-GRID_DECADES`` to ``ref * 10^+``,
 #: then ``ZOOM_STEPS`` finer grids of ``ZOOM_POINTS`` around the best point (each 40x finer:
@@ -34,15 +36,15 @@ ZOOM_STEPS = 7
 def _alpha(alpha: ArrayLike) -> NDArray:
     a = np.asarray(alpha, dtype=float)
     if a.ndim != 1 or a.size < 2:
-        raise ValueError(f"alpha must list N >= 2 sensitivities, got shape {a.shape}")
+        raise ConfigError(f"alpha must list N >= 2 sensitivities, got shape {a.shape}")
     if np.any(~np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
-        raise ValueError(f"alpha={a.tolist()!r} is out of range: every alpha_i must lie in [0, 1]")
+        raise ConfigError(f"alpha={a.tolist()!r} is out of range: every alpha_i must lie in [0, 1]")
     return a
 
 
 def _check_aggregation(aggregation: str) -> None:
     if aggregation not in AGGREGATIONS:
-        raise ValueError(f"aggregation={aggregation!r} is not allowed: aggregation must be one of "
+        raise ConfigError(f"aggregation={aggregation!r} is not allowed: aggregation must be one of "
                          + ", ".join(AGGREGATIONS))
 
 
@@ -112,7 +114,7 @@ def _foc_profile(alpha: NDArray, kappa: float, L_F: float, c: float, S: float,
     scalar fixed point ``N Delta = sqrt(sum_i sigma_i(Delta)^2)``. O(N) for any N.
     """
     if np.any((alpha <= 0) | (alpha >= 1)):
-        raise ValueError(f"alpha={alpha.tolist()!r}: the first-order conditions have an interior "
+        raise ConfigError(f"alpha={alpha.tolist()!r}: the first-order conditions have an interior "
                          "solution only for every alpha_i in (0, 1) (at 0 or 1 the model is "
                          "degenerate: a client who ignores privacy adds no noise, one who "
                          "ignores accuracy opts out)")

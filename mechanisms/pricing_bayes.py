@@ -25,6 +25,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize
 
+from privgames.mechanisms.validation import ConfigError
+
 TRUTHFUL = (0, 1)
 #: The symmetric reporting cases of Lemmas 1-3: everyone reports L, everyone H, everyone
 #: misreports, everyone is truthful.
@@ -50,14 +52,14 @@ class BinaryGame:
 
     def __post_init__(self) -> None:
         if self.aggregation not in ("mle", "mean"):
-            raise ValueError(f"aggregation={self.aggregation!r} is not allowed: aggregation "
+            raise ConfigError(f"aggregation={self.aggregation!r} is not allowed: aggregation "
                              "must be one of mle, mean")
         if self.N < 2:
-            raise ValueError(f"N={self.N!r} is out of range: N must be an integer >= 2")
+            raise ConfigError(f"N={self.N!r} is out of range: N must be an integer >= 2")
         if not 0 < self.eta < 1:
-            raise ValueError(f"eta={self.eta!r} is out of range: eta must lie in (0, 1)")
+            raise ConfigError(f"eta={self.eta!r} is out of range: eta must lie in (0, 1)")
         if not 0 < self.alpha_L < self.alpha_H < 1:
-            raise ValueError(f"alpha_L={self.alpha_L!r}, alpha_H={self.alpha_H!r}: they must "
+            raise ConfigError(f"alpha_L={self.alpha_L!r}, alpha_H={self.alpha_H!r}: they must "
                              "satisfy 0 < alpha_L < alpha_H < 1")
 
     @property

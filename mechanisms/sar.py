@@ -14,15 +14,16 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
 
 from privgames.mechanisms.gaussian import analytic_epsilon, classical_epsilon
+from privgames.mechanisms.validation import ConfigError
 
 ATTACKERS = ("weak", "strong")
 
 
 def _check(K: int, p: float) -> None:
     if K < 3:
-        raise ValueError(f"K={K!r} is out of range: K must be an integer >= 3")
+        raise ConfigError(f"K={K!r} is out of range: K must be an integer >= 3")
     if not 0.0 <= p < 1.0:
-        raise ValueError(f"p={p!r} is out of range: p must lie in [0, 1)")
+        raise ConfigError(f"p={p!r} is out of range: p must lie in [0, 1)")
 
 
 def weak_failure_probability(K: int, p: float) -> float:
@@ -52,7 +53,7 @@ def failure_probability(K: int, p: float, attacker: str) -> float:
         return weak_failure_probability(K, p)
     if attacker == "strong":
         return strong_failure_probability(K, p)
-    raise ValueError(f"attacker={attacker!r} is not allowed: attacker must be weak or strong")
+    raise ConfigError(f"attacker={attacker!r} is not allowed: attacker must be weak or strong")
 
 
 def slice_exposure_given_colluders(K: int, colluders: ArrayLike, attacker: str) -> NDArray:
@@ -67,7 +68,7 @@ def slice_exposure_given_colluders(K: int, colluders: ArrayLike, attacker: str) 
         return c * (c - 1.0) / (K * (K - 1.0))
     if attacker == "strong":
         return np.maximum(c - 1.0, 0.0) / (c + 1.0)
-    raise ValueError(f"attacker={attacker!r} is not allowed: attacker must be weak or strong")
+    raise ConfigError(f"attacker={attacker!r} is not allowed: attacker must be weak or strong")
 
 
 def whole_vector_exposure(K: int, p: float, N: int, attacker: str) -> float:
@@ -91,13 +92,13 @@ def colluder_threshold(K: int, attacker: str = "weak") -> float:
     ``delta_2(K, p) = 1/K^2``, found numerically (``delta_2`` increases in ``p``).
     """
     if K < 3:
-        raise ValueError(f"K={K!r} is out of range: K must be an integer >= 3")
+        raise ConfigError(f"K={K!r} is out of range: K must be an integer >= 3")
     if attacker == "weak":
         return math.sqrt(1.0 / (K * (K - 2)))
     if attacker == "strong":
         return brentq(lambda p: strong_failure_probability(K, p) - 1.0 / K**2, 0.0, 1.0 - 1e-12,
                       xtol=1e-14)
-    raise ValueError(f"attacker={attacker!r} is not allowed: attacker must be weak or strong")
+    raise ConfigError(f"attacker={attacker!r} is not allowed: attacker must be weak or strong")
 
 
 def slice_sizes(d: int, N: int) -> NDArray:
@@ -108,7 +109,7 @@ def slice_sizes(d: int, N: int) -> NDArray:
     keeps the agreed count.
     """
     if not 1 <= N <= d:
-        raise ValueError(f"N={N!r} is out of range: N must be an integer in [1, d={d}]")
+        raise ConfigError(f"N={N!r} is out of range: N must be an integer in [1, d={d}]")
     return np.array([s.size for s in np.array_split(np.arange(d), N)])
 
 

@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
 from scipy.special import bdtrc, gammaln
 
-from privgames.environments.config import ConfigError
+from privgames.mechanisms.validation import ConfigError
 
 METHODS = ("numerical", "closed")
 #: Table 2's personalised budget distributions: (kind, parameters, clip range).
