@@ -253,13 +253,18 @@ class APESModel(Environment):
 
     def estimate(self, mean: NDArray) -> NDArray:
         """The analyzer's gradient estimate from the per-dimension means: calibrated by eq (1)
-        with the shuffled budgets under Clip-Laplace (S-APES: the mean over the ``b/d`` share
-        of real values, the padding's zero-mean dummies divided out), the plain mean under
-        Laplace or without noise."""
+        with the shuffled budgets under Clip-Laplace, the plain mean under Laplace or without
+        noise.
+
+        S-APES with random sparsification divides the mean by the ``b/d`` share of real values
+        (the padding's dummies have mean 0), which makes it unbiased. With top-b (``post``) it
+        does not: the kept values are the largest perturbed ones, not a random share, and the
+        rescale made the gradient's RMS error 3-4 times larger at every budget we measured
+        (``docs/errata.md``, S-APES analyzer)."""
         c = self.config
         if c.framework not in ("apes", "s-apes"):
             return mean
-        scale = c.d / c.b if c.framework == "s-apes" else 1.0
+        scale = c.d / c.b if c.framework == "s-apes" and c.sparsify == "random" else 1.0
         return self.analyzer.calibration()(mean * scale)
 
     def test_accuracy(self) -> float:

@@ -8,7 +8,9 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
+import warnings
 import weakref
 from typing import Any, Self
 
@@ -32,7 +34,18 @@ class _AgentIdCounters(weakref.WeakKeyDictionary):
             return counter
 
 
-mesa.Agent._ids = _AgentIdCounters()
+def _weakly_keyed_agent_ids() -> None:
+    """Install :class:`_AgentIdCounters` where Mesa keeps its counters; a Mesa that keeps them
+    otherwise is left alone, with a warning (``tests/environments/test_mesa_internals.py``
+    fails on it, so an upgrade cannot drop the fix silently)."""
+    if isinstance(getattr(mesa.Agent, "_ids", None), collections.defaultdict):
+        mesa.Agent._ids = _AgentIdCounters()
+    elif not isinstance(getattr(mesa.Agent, "_ids", None), _AgentIdCounters):
+        warnings.warn("privgames: this Mesa keeps no mesa.Agent._ids defaultdict; finished "
+                      "models may stay in memory", RuntimeWarning, stacklevel=2)
+
+
+_weakly_keyed_agent_ids()
 
 
 class Environment(mesa.Model):

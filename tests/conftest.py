@@ -12,3 +12,11 @@ def ray_session():
     ray = ensure_ray(workers=2)
     yield ray
     ray.shutdown()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that uses the Ray session carries the ``ray`` marker, so ``-m "not ray"``
+    never starts Ray (tests that start their own Ray in a subprocess are marked by hand)."""
+    for item in items:
+        if "ray_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)

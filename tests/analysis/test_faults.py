@@ -67,8 +67,9 @@ def ray_driver(out) -> tuple[subprocess.Popen, set[int]]:
     """A ``--workers 2`` CLI run, once its local Ray runs tasks; with what it has started."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     args = [a if a != "0" else "2" for a in ARGS]  # --workers 2
-    proc = subprocess.Popen([sys.executable, "-m", "privgames.analysis", *args, "--out",
-                             str(out)], env=env, stderr=subprocess.DEVNULL)
+    with open(f"{out}.stderr", "w") as stderr:  # read by the tests: no warning, no traceback
+        proc = subprocess.Popen([sys.executable, "-m", "privgames.analysis", *args, "--out",
+                                 str(out)], env=env, stderr=stderr)
     started: set[int] = set()
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
@@ -111,11 +112,14 @@ def test_the_embedded_ray_goes_down_at_a_normal_exit(tmp_path):
     proc, started = ray_driver(tmp_path / "ray")
     assert proc.wait(timeout=300) == 0
     assert_all_gone(started)
+    stderr = (tmp_path / "ray.stderr").read_text()
+    assert "Warning" not in stderr and "Traceback" not in stderr, stderr[-2000:]
     rows = pd.read_parquet(tmp_path / "ray" / "bas-mse-vs-K.parquet")
     assert sorted(rows["population"].unique()) == [0, 1, 2, 3]
     assert not (tmp_path / "ray" / ".parts").exists()
 
 
+@pytest.mark.ray
 def test_a_killed_ray_worker_loses_no_row(tmp_path):
     """A Ray worker running a task is SIGKILLed; Ray retries the task and the sweep ends with
     every row exactly once, equal to a serial run's."""
@@ -159,3 +163,39 @@ def test_the_embedded_ray_starts_no_monitors():
                              env=env, timeout=120, check=True).stdout
     assert "gcs_server" in started and "raylet" in started and "DashboardAgent" in started
     assert "monitor.py" not in started  # the autoscaler's monitor.py and log_monitor.py
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("how", ["normal exit", "SIGKILL"])
+def test_the_watchdog_spares_the_driver_s_own_children(tmp_path, how):
+    """A driver (a notebook, a server) starts its own children before and after its local Ray,
+    then exits or is killed: Ray's processes go, the driver's own children keep running."""
+    code = ("import os, subprocess, sys, time\n"
+            "from privgames.environments.ray_session import descendants, ensure_ray\n"
+            "own = [subprocess.Popen(['sleep', '120'], start_new_session=True),\n"
+            "       subprocess.Popen(['sleep', '121'])]\n"
+            "ensure_ray(1)\n"
+            "own.append(subprocess.Popen(['sleep', '122']))\n"
+            "ray_pids = set(descendants(os.getpid())) - {p.pid for p in own}\n"
+            "print(' '.join(str(p.pid) for p in own), flush=True)\n"
+            "print(' '.join(map(str, ray_pids)), flush=True)\n"
+            "if sys.argv[1] == 'SIGKILL':\n"
+            "    time.sleep(300)\n")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.Popen([sys.executable, "-c", code, how], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    own = [int(p) for p in proc.stdout.readline().split()]
+    ray_pids = {int(p) for p in proc.stdout.readline().split()}
+    try:
+        assert len(own) == 3 and ray_pids, proc.stderr.read()[-2000:]
+        if how == "SIGKILL":
+            proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=120) == (-9 if how == "SIGKILL" else 0)
+        assert_all_gone(ray_pids)
+        time.sleep(1.0)  # the watchdog has acted (it polls every 0.2 s)
+        assert [pid for pid in own if alive(pid)] == own
+    finally:
+        for pid in own:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

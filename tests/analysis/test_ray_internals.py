@@ -1,0 +1,70 @@
+"""The Ray internals privgames relies on (``environments/ray_session.py``): each test fails when
+Ray renames one or changes its signature, so an upgrade cannot turn a patch silently off; the
+patches are undone after ``ray.init`` and the exit hook never raises."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+import ray._private.node as node
+import ray._private.services as services
+import ray._private.worker as worker
+from ray._private.parameter import RayParams
+
+from privgames.environments import ray_session
+
+
+def parameters(function) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+def test_the_api_server_start_takes_include_dashboard_first():
+    assert parameters(services.start_api_server)[0] == "include_dashboard"
+
+
+def test_the_head_node_takes_the_monitor_switches():
+    assert {"no_monitor", "include_log_monitor"} <= set(parameters(RayParams.__init__))
+    assert parameters(node.Node.__init__)[:3] == ["self", "ray_params", "head"]
+
+
+def test_the_exit_hook_s_internals_are_where_it_looks():
+    assert hasattr(worker, "_global_node")
+    assert {"check_alive", "allow_graceful", "wait"} <= set(
+        parameters(node.Node.kill_all_processes))
+    assert callable(node.Node.destroy_external_storage)
+
+
+@pytest.mark.ray
+def test_the_patches_are_undone_and_nothing_warns_on_this_ray():
+    """In a fresh process: a local Ray starts with warnings as errors, and afterwards Ray's own
+    functions are back in place."""
+    code = ("import warnings; warnings.simplefilter('error')\n"
+            "import ray._private.node as n, ray._private.services as s\n"
+            "init, start = n.Node.__init__, s.start_api_server\n"
+            "from privgames.environments.ray_session import ensure_ray\n"
+            "ensure_ray(1)\n"
+            "assert n.Node.__init__ is init and s.start_api_server is start\n"
+            "print('ok')\n")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_the_exit_hook_never_raises_when_ray_s_internals_moved():
+    moved = types.SimpleNamespace(is_initialized=lambda: True,
+                                  _private=types.SimpleNamespace(worker=types.SimpleNamespace()))
+    with pytest.warns(UserWarning, match="fast Ray teardown unavailable"):
+        ray_session._shutdown_at_once(moved)
+
+
+def test_a_missing_internal_is_announced(monkeypatch):
+    monkeypatch.delattr(services, "start_api_server")
+    with pytest.warns(RuntimeWarning, match="start_api_server"), ray_session._lean_local_start():
+        pass
+    assert not hasattr(services, "start_api_server")
