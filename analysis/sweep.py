@@ -8,10 +8,14 @@ same seed are bit-identical whatever the worker count.
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
+import importlib.util
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +62,7 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
     joins an existing cluster instead. ``parts_dir`` keeps finished tasks for resuming.
     """
     tasks = batches(experiment.units(params, seed))
-    key = _sweep_key(experiment.name, params, seed)
+    key = _sweep_key(experiment, params, seed)
     parts = {i: _part_path(parts_dir, key, i) for i in range(len(tasks))}
     done = {i: frame for i, p in parts.items() if p is not None and p.exists()
             and (frame := _read_part(p)) is not None}
@@ -102,7 +106,7 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
         if p is not None:
             p.unlink(missing_ok=True)
     if parts_dir is not None:
-        for stale in Path(parts_dir).glob(".*.tmp"):  # a write cut short by a killed driver
+        for stale in Path(parts_dir).glob(f".{key}-*.tmp"):  # this run's writes, cut short
             stale.unlink(missing_ok=True)
         remove_if_empty(Path(parts_dir))
     return rows
@@ -148,10 +152,44 @@ def _read_part(path: Path) -> pd.DataFrame | None:
         return None
 
 
-def _sweep_key(name: str, params: Mapping[str, Any], seed: int) -> str:
-    blob = json.dumps({"name": name, "params": params, "seed": seed}, sort_keys=True,
-                      default=str)
+def _sweep_key(experiment: Experiment, params: Mapping[str, Any], seed: int) -> str:
+    """The part files' key: the experiment, its parameters, the seed and the code that computes
+    it (:func:`code_fingerprint`), so parts written by other code are never reused."""
+    blob = json.dumps({"name": experiment.name, "params": params, "seed": seed,
+                       "code": code_fingerprint(experiment.run_unit.__module__)},
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@functools.cache
+def code_fingerprint(module: str) -> str:
+    """privgames' version and a hash of the source of ``module`` and of every module it imports,
+    transitively, from privgames or from its own top-level package (a plugin's)."""
+    own = {"privgames", module.split(".")[0]}
+    sources: dict[str, bytes] = {}
+    stack = [module]
+    while stack:
+        name = stack.pop()
+        if name in sources:
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):  # ``from package import attribute``
+            spec = None
+        origin = spec.origin if spec is not None else None
+        if not origin or not origin.endswith(".py"):
+            continue
+        sources[name] = Path(origin).read_bytes()
+        for node in ast.walk(ast.parse(sources[name])):
+            if isinstance(node, ast.Import):
+                stack += [a.name for a in node.names if a.name.split(".")[0] in own]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level and (
+                    node.module.split(".")[0] in own):
+                stack += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    digest = hashlib.sha256(metadata.version("privgames").encode())
+    for name in sorted(sources):
+        digest.update(name.encode() + b"\0" + sources[name])
+    return digest.hexdigest()[:16]
 
 
 def _part_path(parts_dir: Path | None, key: str, i: int) -> Path | None:

@@ -68,7 +68,7 @@ def test_a_corrupt_part_is_recomputed(tmp_path, damage, capsys):
     clean = rows_for(0)
     e = experiments.get("bas-mse-vs-K")
     params = e.resolve(PARAMS)
-    key = sweep._sweep_key(e.name, params, 11)
+    key = sweep._sweep_key(e, params, 11)
     good = sweep.run_batch(e.name, params, sweep.batches(e.units(params, 11))[0])
     part = sweep._part_path(tmp_path, key, 0)
     sweep.write_parquet(good, part)
@@ -92,3 +92,61 @@ def test_local_ray_listens_on_loopback_only(ray_session):
     nodes = [k for k in ray_session.cluster_resources() if k.startswith("node:")
              and k != "node:__internal_head__"]
     assert nodes == ["node:127.0.0.1"]
+
+
+def _plant_part(tmp_path, fingerprint: str | None, monkeypatch) -> None:
+    """A finished first task written under ``fingerprint`` (None: this code's), with its
+    values shifted, so reusing it would change the rows."""
+    e = experiments.get("bas-mse-vs-K")
+    params = e.resolve(PARAMS)
+    if fingerprint is not None:
+        monkeypatch.setattr(sweep, "code_fingerprint", lambda module: fingerprint)
+    key = sweep._sweep_key(e, params, 11)
+    monkeypatch.undo()
+    rows = sweep.run_batch(e.name, params, sweep.batches(e.units(params, 11))[0])
+    sweep.write_parquet(rows.assign(value=rows["value"] + 1.0), sweep._part_path(tmp_path, key, 0))
+
+
+@pytest.mark.parametrize("writer", ["this code", "other code"])
+def test_only_parts_this_code_wrote_are_resumed(tmp_path, monkeypatch, writer):
+    clean = rows_for(0)
+    _plant_part(tmp_path, None if writer == "this code" else "older-code", monkeypatch)
+    rows = rows_for(0, parts=tmp_path)
+    resumed = not rows.equals(clean)
+    assert resumed == (writer == "this code")
+
+
+def test_the_code_fingerprint_follows_the_imported_source_and_the_version(
+        tmp_path, monkeypatch):
+    package = tmp_path / "fpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "unit.py").write_text("from fpkg.kernel import f\nimport numpy\n")
+    (package / "kernel.py").write_text("def f():\n    return 1\n")
+    (package / "other.py").write_text("x = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def fingerprint() -> str:
+        sweep.code_fingerprint.cache_clear()
+        return sweep.code_fingerprint("fpkg.unit")
+
+    first = fingerprint()
+    (package / "other.py").write_text("x = 2\n")  # not imported by the unit
+    assert fingerprint() == first
+    (package / "kernel.py").write_text("def f():\n    return 2\n")
+    second = fingerprint()
+    assert second != first
+    monkeypatch.setattr(sweep.metadata, "version", lambda name: "9.9.9")
+    assert fingerprint() != second
+    sweep.code_fingerprint.cache_clear()
+
+
+def test_cleanup_removes_only_this_run_s_temporaries(tmp_path):
+    e = experiments.get("bas-mse-vs-K")
+    key = sweep._sweep_key(e, e.resolve(PARAMS), 11)
+    mine = tmp_path / f".{key}-0003.parquet.x1y2.tmp"
+    theirs = tmp_path / ".0123456789abcdef-0000.parquet.a1b2.tmp"  # a concurrent run's write
+    for path in (mine, theirs):
+        path.write_bytes(b"partial")
+    rows_for(0, parts=tmp_path)
+    assert not mine.exists() and theirs.exists()
