@@ -68,7 +68,9 @@ class PricingConfig:
             round: always reached an equilibrium here) or ``simultaneous`` (all at once,
             vectorised, for large N; it can cycle under the MLE rule); ``damping``: weight of
             the best response in the move, in (0, 1], applied to the precision ``1 / sigma``.
-        start: the clients' first noise, as a multiple of each one's eq (11) level.
+        start: the clients' first noise: ``random`` (each client's own multiple of its eq (11)
+            level, drawn log-uniformly in [1/10, 10], so the profile is not proportional to
+            the answer), or one multiple for every client (a number > 0).
         tolerance: relative change below which the dynamics count as settled.
         replications: Monte-Carlo draws of the noisy updates for the payments.
     """
@@ -88,7 +90,7 @@ class PricingConfig:
     rounds: int = 100
     update: str = "sequential"
     damping: float = 0.5
-    start: float = 3.0
+    start: float | str = "random"
     tolerance: float = 1e-9
     replications: int = 2000
     eta: float = 0.5
@@ -125,7 +127,8 @@ class PricingConfig:
         check_int("rounds", self.rounds, 1)
         check_choice("update", self.update, UPDATES)
         check_real("damping", self.damping, 0.0, 1.0, low_open=True)
-        check_real("start", self.start, 0.0, low_open=True)
+        if self.start != "random":
+            check_real("start", self.start, 0.0, low_open=True)
         check_real("tolerance", self.tolerance, 0.0, low_open=True)
         check_int("replications", self.replications, 1)
         if self.information == "incomplete":
@@ -169,7 +172,9 @@ class PricingFLModel(Environment):
                               "built from eq (11), which has no interior solution otherwise")
         start = (optimal_noise(self.alpha, *self.game, c.aggregation) if interior
                  else np.ones(c.N))
-        self.sigma = c.start * start
+        multiple = (np.exp(self.rng.uniform(-math.log(10), math.log(10), c.N))
+                    if c.start == "random" else c.start)
+        self.sigma = multiple * start
         self.q = compensation(self.beta, self.predicted()["target"]) if c.pricing else 0.0
         self.clients = FLClient.create_agents(self, c.N, index=list(range(c.N)),
                                               alpha=list(self.alpha))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -32,8 +33,10 @@ def test_one_user_per_subsequence_is_ldp_and_not_held_against_the_chain():
     table = pd.DataFrame(result.summary["table"]).set_index(["subsequences", "method"])
     assert table.loc[(6, "chained"), "mse_predicted"] == pytest.approx(
         table.loc[(6, "ldp"), "mse_predicted"])
-    # at this seed the chain's measured MSE at 6 is (by chance) at or above LDP's
-    assert table.loc[(6, "chained"), "mse"] >= table.loc[(6, "ldp"), "mse"]
+    # the two have one law at 6: their measured MSEs agree within 3 SE of the difference
+    gap = table.loc[(6, "chained"), "mse"] - table.loc[(6, "ldp"), "mse"]
+    assert abs(gap) < 3 * math.hypot(table.loc[(6, "chained"), "mse_se"],
+                                     table.loc[(6, "ldp"), "mse_se"])
     assert result.summary["chained_below_ldp"]
     claims = result.claims()
     assert (claims.loc[claims["claim"].str.contains("below LDP"), "verdict"] == "**holds**").all()

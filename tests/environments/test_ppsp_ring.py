@@ -77,10 +77,17 @@ def test_async_ring_keeps_the_sum_with_mailboxes(n, K, seed):
     assert np.allclose(run.sums, run.targets[:, None], rtol=1e-9, atol=1e-9)
 
 
-def test_async_estimator_converges():
+def test_async_estimator_error_falls_like_one_over_sqrt_ticks():
+    """AI-PPSP's time-averaged estimator: four times the ticks halve the error (1/sqrt(ticks),
+    not SI-PPSP's geometric rate). The ratio of the errors at steps 100 and 400 is within 3 SE
+    of 1/2 (delta method over the two errors' SEs; the two are positively correlated, so this
+    SE is conservative)."""
     cfg = PPSPConfig(n=6, K=400, protocol="async", c=1.0, d=1.0, replications=200)
     frame = PPSPModel(cfg, seed=3).run().results()
-    assert frame["error"].iloc[-1] < 0.5 * frame["error"].iloc[20]
+    early, late = frame.iloc[99], frame.iloc[399]
+    ratio = late["error"] / early["error"]
+    se = ratio * math.hypot(early["error_se"] / early["error"], late["error_se"] / late["error"])
+    assert abs(ratio - 0.5) < 3 * se and se < 0.05
 
 
 def test_final_error_matches_the_exact_formula():
@@ -101,8 +108,12 @@ def test_eavesdropper_and_distinguisher():
     model.run()
     stats, std = model.transcript_statistics()
     est, var = ppsp.best_linear_estimate(stats, std)
-    mse = ((est - model.secrets[:5]) ** 2).mean(axis=0)
-    assert np.all(np.abs(mse - var) < 3 * var * math.sqrt(2 / cfg.replications) * 1.5)
+    squared = (est - model.secrets[:5]) ** 2
+    # each node's mean squared error against its variance: z from the squared errors' own SE
+    # (Laplace sums have heavier tails than a Gaussian's 2 var^2), family-wise over 5 nodes
+    z = np.abs(squared.mean(axis=0) - var) / (squared.std(axis=0, ddof=1)
+                                              / math.sqrt(cfg.replications))
+    assert np.all(z < z_threshold(5))
     # world A: node 0's secret is s; world B: s + delta. The test decides A when the loss > 0.
     s0, delta = model.secrets[0], cfg.delta
     loss_a = ppsp.privacy_loss(stats[:, :, :1], std[:, :1], s0, s0 + delta)[:, 0]

@@ -39,16 +39,23 @@ def test_ten_thousand_clients_reach_the_priced_optimum():
     assert m.is_equilibrium()
 
 
-def test_mle_clients_end_with_only_the_least_sensitive_participating():
+def test_mle_clients_end_in_a_free_riding_equilibrium_with_one_participant():
     """Without prices under the MLE rule the in-turn dynamics end in an equilibrium in which
-    the least sensitive client alone adds (its selfish level of) noise: the support of the
-    true optimum, not eq (10)."""
-    for seed in range(3):
+    one client alone adds (its selfish level of) noise and the others opt out. From random
+    starts it is not always the least sensitive one (the support of the true optimum): several
+    free-riding equilibria exist, and the start and the order of moves select one (at these
+    seeds 3 of 8 end with another client; the former test, from 3 times eq (11), saw the least
+    sensitive one at seeds 0-2 only, and another at seed 3)."""
+    others = 0
+    for seed in range(8):
         m = PricingFLModel(PricingConfig(N=8, rounds=200), seed=seed).run()
-        assert m.is_equilibrium()
-        assert np.flatnonzero(np.isfinite(m.sigma)).tolist() == [int(np.argmin(m.alpha))]
+        assert m.is_equilibrium() and m.steps < 200
+        participants = np.flatnonzero(np.isfinite(m.sigma)).tolist()
+        assert len(participants) == 1
+        others += participants != [int(np.argmin(m.alpha))]
         optimum = m.predicted()["optimum"]
         assert np.isfinite(optimum).sum() == 1 and np.isfinite(optimum[np.argmin(m.alpha)])
+    assert others > 0
 
 
 def test_net_payments_balance_ex_ante():

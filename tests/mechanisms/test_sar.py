@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -25,11 +26,22 @@ def test_strong_closed_form_equals_the_proofs_sum(K, p):
     assert sar.strong_failure_probability(K, p) == pytest.approx(sum_form(K, p), abs=1e-12)
 
 
-def test_printed_eq32_is_wrong():
-    K, p = 10, 0.2
-    q = 1 - p
-    printed = 1 + q ** (K - 1) - 2 * (1 - q ** (K - 1)) / (K * (1 - p))
-    assert abs(printed - sum_form(K, p)) > 0.05
+@pytest.mark.parametrize("K", [3, 5, 8])
+def test_strong_failure_is_the_brute_force_over_orders_and_colluder_sets(K):
+    """Erratum (eq 32): the strong attack exposes the victim when a colluder stands before it
+    and one after it in a uniform order. Enumerating the victim's place and every set of
+    colluders among the others gives the library's value; the printed eq (32) is far off."""
+    for p in (0.1, 0.3, 0.6):
+        q = 1 - p
+        exact = 0.0
+        for place in range(K):
+            for colluders in itertools.product((0, 1), repeat=K - 1):
+                before, after = colluders[:place], colluders[place:]
+                weight = p ** sum(colluders) * q ** (K - 1 - sum(colluders)) / K
+                exact += weight * (any(before) and any(after))
+        assert sar.strong_failure_probability(K, p) == pytest.approx(exact, abs=1e-12)
+        printed = 1 + q ** (K - 1) - 2 * (1 - q ** (K - 1)) / (K * (1 - p))
+        assert abs(printed - exact) > 0.03
 
 
 @pytest.mark.parametrize("attacker", ["weak", "strong"])
