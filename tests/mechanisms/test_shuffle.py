@@ -127,3 +127,59 @@ def test_bad_input(call, needle):
     with pytest.raises(ConfigError) as err:
         call()
     assert needle in str(err.value)
+
+
+def _p(eps_i: float, eps_j: float) -> float:
+    """Lemma 6's ``p_ij``, as printed."""
+    return (eps_i / eps_j * (1 - math.exp(-eps_j)) / (1 - math.exp(-eps_i))
+            * math.exp(-max(eps_i, eps_j)))
+
+
+def test_eon_closed_is_theorem_4_with_eight_over_q():
+    """Erratum (Lemma 6's statement has ``+ Q``): Theorem 4's closed form, with ``Q`` the echo
+    mass from the double sum of ``p_ij`` (the worst target left out), ``8/Q`` as its proof
+    gives. With ``+ Q`` the bound would grow with the number of users; it falls."""
+    eps = np.random.default_rng(3).uniform(0.05, 1.0, 3000)
+    ei, ej = eps[:, None], eps[None, :]  # Lemma 6's p_ij as printed, every pair
+    p_ij = ei / ej * -np.expm1(-ej) / -np.expm1(-ei) * np.exp(-np.maximum(ei, ej))
+    q = p_ij.mean(axis=1)
+    np.testing.assert_allclose(S.echo_probabilities(eps), q, rtol=1e-10)
+    assert _p(eps[0], eps[1]) == pytest.approx(p_ij[0, 1], rel=1e-12)
+    Q = q.sum() - q.max()
+    delta = 1e-8
+    assert Q >= 16 * math.log(4 / delta)  # inside the closed form's range
+    t = math.tanh(eps.max() / 2)
+    expected = math.log(1 + t * (8 * math.sqrt(math.log(4 / delta)) / math.sqrt(Q) + 8 / Q))
+    assert S.eon_closed(eps, delta) == pytest.approx(expected, rel=1e-12)
+    assert S.eon_closed(np.tile(eps, 4), delta) < S.eon_closed(eps, delta)
+
+
+def test_eon_numerical_takes_the_worst_target():
+    """Erratum (Theorem 4's "user 1"): the bound holds for every user, so the target is the
+    one whose removal leaves the fewest echoes; checked against every choice of target."""
+    eps = np.array([0.05, 0.2, 0.9, 0.4, 1.0, 0.6, 0.3])
+    q = S.echo_probabilities(eps)
+    every = [S.clone_epsilon(float(eps.max()), np.delete(q, t), 0.01) for t in range(eps.size)]
+    assert S.eon_numerical(eps, 0.01) == pytest.approx(max(every), rel=1e-12)
+    assert max(every) > min(every) + 1e-6  # the choice matters
+
+
+@pytest.mark.parametrize("name", ["gauss1", "gauss2", "mixgauss1", "mixgauss2"])
+def test_gaussian_budgets_are_table_2_read_literally(name):
+    """Erratum (Table 2): ``N(0.1, 1)`` is mean 0.1 and standard deviation 1, clipped to the
+    range: the mass at each clip end is the normal (mixture) probability beyond it, within
+    4 binomial SEs of 200,000 draws, and the interior is the density's."""
+    from scipy.stats import norm
+
+    kind, p, (lo, hi) = S.DISTRIBUTIONS[name]
+    draws = 200_000
+    eps = S.personalized_budgets(name, draws, np.random.default_rng(8))
+    parts = [(1.0, p[0], p[1])] if kind == "normal" else [(p[4], p[0], p[1]),
+                                                          (1 - p[4], p[2], p[3])]
+
+    def cdf(x: float) -> float:
+        return sum(w * norm.cdf(x, m, s) for w, m, s in parts)
+
+    for observed, expected in ((np.mean(eps == lo), cdf(lo)), (np.mean(eps == hi), 1 - cdf(hi)),
+                               (np.mean(eps <= (lo + hi) / 2), cdf((lo + hi) / 2))):
+        assert abs(observed - expected) < 4 * math.sqrt(expected * (1 - expected) / draws)
