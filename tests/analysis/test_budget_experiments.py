@@ -57,6 +57,17 @@ def test_dp_kmeans_contract_and_orderings(tmp_path):
     assert (tmp_path / "dp-kmeans.parquet").exists()
 
 
+def test_dp_kmeans_reports_the_real_unbalance(tmp_path, capsys):
+    """``privgames run dp-kmeans --set data=unbalance --json`` runs on the shipped real set and
+    says so: 6,500 points in 8 labelled clusters, scored by F1."""
+    assert main(["run", "dp-kmeans", "--set", "data=unbalance", "--set", 'method=["avg"]',
+                 "--set", "iterations=[2]", "--set", "repetitions=4", "--workers", "0",
+                 "--json", "--out", str(tmp_path)]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert (s["points"], s["clusters"], s["score"]) == (6500, 8, "f1")
+    assert s["parameters"]["data"] == "unbalance"
+
+
 def test_dp_kmeans_on_a_user_csv(tmp_path):
     rng = np.random.default_rng(0)
     pts = np.vstack([rng.normal(c, 0.05, (200, 2)) for c in ((0, 0), (1, 1), (0, 1))])
