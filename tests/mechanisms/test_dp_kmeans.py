@@ -94,3 +94,16 @@ def test_weighted_f1_and_nivc():
     np.testing.assert_allclose(K.nivc(points, centroids), d2, rtol=1e-12)
     np.testing.assert_allclose(K.nivc(K.prepare(points), centroids), d2, rtol=1e-12)
     assert km.inertia_ / 500 <= d2[0]  # a Lloyd step never raises the objective
+
+
+def test_a_cluster_whose_noisy_count_is_below_one_keeps_its_centroid():
+    """Algorithm 1 with the empty-cluster rule: a centroid no point is nearest to (count 0), or
+    one whose noisy count falls below 1, stays where it was; the others move to their noisy
+    means (noise-free here: the mean)."""
+    points = np.array([[0.1, 0.1], [0.3, 0.1], [0.2, 0.4], [0.9, 0.9]])
+    centroids = np.array([[[0.2, 0.2], [-0.9, -0.9], [0.8, 0.8]]])
+    count_noise = np.array([[0.0, 0.0, -0.5]])  # scaled by 2/eps = 1: the third's count is 0.5
+    moved = K.dp_iteration(points, centroids, np.array([2.0]), count_noise,
+                           np.zeros((1, 3, 2)))
+    np.testing.assert_allclose(moved[0, 0], points[:3].mean(axis=0))
+    np.testing.assert_array_equal(moved[0, 1:], centroids[0, 1:])

@@ -122,3 +122,13 @@ def test_gaussian_ring_epsilon_composes_the_steps(schedule):
             total = total.compose(dist)
         per_node.append(total.get_epsilon_for_delta(dp_delta))
     assert max(per_node) == pytest.approx(eps, abs=2e-3)
+
+
+def test_a_step_sends_each_node_s_masked_state_to_its_successor():
+    """SI-PPSP, step 3: node ``i`` keeps its new noise ``beta_i(k)`` and receives its
+    predecessor's ``x_{i-1}(k) - beta_{i-1}(k)``: ``x_i(k+1) = beta_i(k) + x_{i-1}(k) -
+    beta_{i-1}(k)`` (ring order, node 0's predecessor is the last)."""
+    x = np.array([5.0, 7.0, 11.0, 13.0])
+    beta = np.array([0.5, -1.0, 2.0, 0.25])
+    expected = beta + np.array([x[3] - beta[3], x[0] - beta[0], x[1] - beta[1], x[2] - beta[2]])
+    np.testing.assert_array_equal(ppsp.shift_step(x, beta), expected)

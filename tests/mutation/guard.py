@@ -1,0 +1,125 @@
+"""Mutation guard: curated mutants of the mechanisms, the environment kernels and the verdicts,
+each applied to a temporary copy of privgames; the tests named with it must fail.
+
+``tests/mutation/mutants.toml`` lists each mutant: the file, the exact text it replaces (found
+exactly once), the replacement, the tests that must fail and why it matters (a sign, a
+constant, an exponent, an off-by-one, a sensitivity, a printed formula put back). The copy is
+laid out as the installed package (``privgames``, ``privgames.mechanisms``, ...) and put first
+on ``PYTHONPATH``, so the repository's tests import the mutant. A mutant is killed when pytest
+exits 1 (a test failed), not when it cannot collect or import (exit 2-4): an import error would
+"kill" anything.
+
+Run ``python tests/mutation/guard.py [--json] [--only ID ...]``; the slow test
+``tests/test_mutation_guard.py`` runs all of them in ``.ci/run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MUTANTS = Path(__file__).with_name("mutants.toml")
+#: Where each source folder lives in the installed package (pyproject's ``package-dir``).
+LAYOUT = {"api": "privgames", "agents": "privgames/agents",
+          "environments": "privgames/environments", "mechanisms": "privgames/mechanisms",
+          "analysis": "privgames/analysis"}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One deliberate bug: ``old`` replaced by ``new`` in ``file`` must fail ``tests``."""
+
+    id: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    why: str
+
+
+def load(path: Path = MUTANTS) -> list[Mutant]:
+    with open(path, "rb") as f:
+        return [Mutant(**{**m, "tests": tuple(m["tests"])}) for m in tomllib.load(f)["mutant"]]
+
+
+def copy_package(dest: Path) -> Path:
+    """The source folders laid out as the installed package under ``dest``."""
+    for folder, target in LAYOUT.items():
+        shutil.copytree(ROOT / folder, dest / target, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def apply(mutant: Mutant, package: Path) -> None:
+    folder, _, rest = mutant.file.partition("/")
+    path = package / LAYOUT[folder] / rest
+    text = path.read_text()
+    if text.count(mutant.old) != 1:
+        raise ValueError(f"{mutant.id}: its text occurs {text.count(mutant.old)} times in "
+                         f"{mutant.file}, not once")
+    path.write_text(text.replace(mutant.old, mutant.new))
+
+
+def run_tests(tests: tuple[str, ...], package: Path | None) -> int:
+    """pytest's exit status for ``tests`` against the copy at ``package`` (first failure stops
+    it)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    if package is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(package), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                           "--no-header", *tests], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    return proc.returncode
+
+
+def run_one(mutant: Mutant) -> dict:
+    """Apply ``mutant`` to a fresh copy and run its tests: ``killed`` when they fail."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="privgames-mutant-") as tmp:
+        package = copy_package(Path(tmp))
+        apply(mutant, package)
+        status = run_tests(mutant.tests, package)
+    return {"id": mutant.id, "file": mutant.file, "status": status, "killed": status == 1,
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
+def run_all(mutants: list[Mutant], workers: int = 2) -> list[dict]:
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(run_one, mutants))
+
+
+def score(results: list[dict]) -> str:
+    killed = sum(r["killed"] for r in results)
+    return f"{killed} of {len(results)} mutants killed ({killed / len(results):.0%})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--only", nargs="*", help="mutant ids to run")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    mutants = [m for m in load() if not args.only or m.id in args.only]
+    results = run_all(mutants, args.workers)
+    if args.json:
+        print(json.dumps({"score": score(results), "results": results}))
+        return
+    for r in results:
+        print(f"{'killed' if r['killed'] else 'SURVIVED (exit ' + str(r['status']) + ')':<22}"
+              f"{r['seconds']:>6} s  {r['id']}")
+    print(score(results))
+
+
+if __name__ == "__main__":
+    main()
