@@ -163,10 +163,45 @@ def why_not_met(results: dict[str, dict], targets: list) -> list[str]:
     return ["", "## Not met: why", "", "| target | floor or reason |", "|---|---|", *lines]
 
 
+def mutation_section() -> list[str]:
+    """The mutation guard's score and each mutant's fate (``tests/mutation/guard.py``)."""
+    proc = subprocess.run([sys.executable, str(HERE.parent / "tests" / "mutation" / "guard.py"),
+                           "--json"], capture_output=True, text=True, check=True)
+    report = json.loads(proc.stdout)
+    lines = ["## Mutation guard", "", f"`python tests/mutation/guard.py` on "
+             f"{time.strftime('%Y-%m-%d')}: **{report['score']}** (each mutant applied to a copy "
+             "of privgames; killed when the tests named with it in "
+             "`tests/mutation/mutants.toml` fail).", "", "| mutant | file | killed | s |",
+             "|---|---|---|---|"]
+    lines += [f"| {r['id']} | `{r['file']}` | {'yes' if r['killed'] else '**no**'} | "
+              f"{r['seconds']} |" for r in report["results"]]
+    return lines
+
+
+def replace_section(text: str, section: list[str]) -> str:
+    """``text`` with its section headed ``section[0]`` replaced (appended if it has none)."""
+    lines = text.rstrip("\n").split("\n")
+    if section[0] in lines:
+        start = lines.index(section[0])
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
+                   len(lines))
+        lines[start:end] = section + ([""] if end < len(lines) else [])
+    else:
+        lines += ["", *section]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     args = arguments(__doc__, ("--paper", "also time every experiment at the paper's scale"),
+                     ("--mutation-only", "run only the mutation guard and replace its section "
+                      "of the table"),
                      options=(("--paper-timings", "the paper-scale wall times of an earlier "
                                "run's timings.json"), ("--out", "where to write the table")))
+    out = args.out or HERE / "RESULTS.md"
+    if args.mutation_only:
+        out.write_text(replace_section(out.read_text(), mutation_section()))
+        print(f"wrote the mutation guard's section of {out}")
+        return
     load = os.getloadavg()[0]  # other work on the machine skews every figure: say how much
     results: dict[str, dict] = {"startup": startup()}
     for script in sorted(HERE.glob("bench_*.py")):
@@ -199,7 +234,8 @@ def main() -> None:
         for key, value in flatten(data).items():
             shown = f"{value:.4g}" if isinstance(value, float) else str(value)
             lines.append(f"| {key} | {shown} |")
-    out = args.out or HERE / "RESULTS.md"
+    if not args.quick:
+        lines += ["", *mutation_section()]
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
 

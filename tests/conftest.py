@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# What ensure_ray does before it imports Ray, done before any test module does: Ray reads its
+# single-machine (loopback-only) switch once, at import, so the order of tests must not matter.
+if not os.environ.get("RAY_ADDRESS"):
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
 @pytest.fixture(scope="session")

@@ -11,12 +11,10 @@ import sys
 import types
 
 import pytest
-import ray._private.node as node
-import ray._private.services as services
-import ray._private.worker as worker
-from ray._private.parameter import RayParams
 
 from privgames.environments import ray_session
+
+# Ray is imported inside the tests, as privgames imports it: only when a test needs it.
 
 
 def parameters(function) -> list[str]:
@@ -24,15 +22,23 @@ def parameters(function) -> list[str]:
 
 
 def test_the_api_server_start_takes_include_dashboard_first():
+    import ray._private.services as services
+
     assert parameters(services.start_api_server)[0] == "include_dashboard"
 
 
 def test_the_head_node_takes_the_monitor_switches():
+    import ray._private.node as node
+    from ray._private.parameter import RayParams
+
     assert {"no_monitor", "include_log_monitor"} <= set(parameters(RayParams.__init__))
     assert parameters(node.Node.__init__)[:3] == ["self", "ray_params", "head"]
 
 
 def test_the_exit_hook_s_internals_are_where_it_looks():
+    import ray._private.node as node
+    import ray._private.worker as worker
+
     assert hasattr(worker, "_global_node")
     assert {"check_alive", "allow_graceful", "wait"} <= set(
         parameters(node.Node.kill_all_processes))
@@ -64,6 +70,8 @@ def test_the_exit_hook_never_raises_when_ray_s_internals_moved():
 
 
 def test_a_missing_internal_is_announced(monkeypatch):
+    import ray._private.services as services
+
     monkeypatch.delattr(services, "start_api_server")
     with pytest.warns(RuntimeWarning, match="start_api_server"), ray_session._lean_local_start():
         pass
