@@ -51,7 +51,8 @@ def experiments() -> list[str]:
     return [e.name for e in registry.all_experiments()]
 
 
-def run(name: str, *, seed: int = 0, workers: int | None = None, address: str | None = None,
+def run(name: str, *, seed: int = 0, workers: int | str | None = "auto",
+        address: str | None = None,
         out: str | Path | None = None, scale: str = "quick", progress: bool = False,
         params: Mapping[str, Any] | None = None, max_memory: float | None = None,
         max_work: float | None = None, **overrides: Any) -> Result:
@@ -60,7 +61,9 @@ def run(name: str, *, seed: int = 0, workers: int | None = None, address: str | 
     Args:
         name: a registered experiment (:func:`experiments`).
         seed: root seed; the same seed gives bit-identical results on any backend.
-        workers: 0 runs serially; ``None`` uses every core of a local Ray; N uses N workers.
+        workers: ``"auto"`` runs serially unless the work would outlast Ray's start-up, then
+            on every core of a local Ray; 0 runs serially; ``None`` uses every core of a
+            local Ray; N uses N workers.
         address: a Ray cluster to join instead.
         out: a folder for ``NAME.parquet`` and ``NAME.summary.json`` (and for resuming an
             interrupted run); ``None`` keeps the results in memory only.

@@ -57,9 +57,15 @@ def _count(text: str) -> int:
     return value
 
 
-def _workers(text: str) -> int:
-    """``--workers``: 0 (serial) up to ``MAX_WORKERS``."""
-    value = _count(text)
+def _workers(text: str) -> int | str:
+    """``--workers``: ``auto``, or 0 (serial) up to ``MAX_WORKERS``."""
+    if text == "auto":
+        return text
+    try:
+        value = _count(text)
+    except argparse.ArgumentTypeError as err:
+        raise argparse.ArgumentTypeError(f"{err}; --workers takes auto or an integer in "
+                                         f"[0, {MAX_WORKERS}]") from None
     if value > MAX_WORKERS:
         raise argparse.ArgumentTypeError(f"{value} is out of range: it must be in "
                                          f"[0, {MAX_WORKERS}]")
@@ -109,8 +115,9 @@ def _parser() -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--seed", type=_count, default=0, help="root seed (>= 0, default 0)")
-        p.add_argument("--workers", type=_workers, default=None,
-                       help="Ray workers (default: all cores; 0 runs serially without Ray)")
+        p.add_argument("--workers", type=_workers, default="auto",
+                       help="Ray workers: auto (the default: serially unless the work would "
+                       "outlast Ray's start-up), 0 (serially, no Ray) or N")
         p.add_argument("--address", default=None, help="Ray cluster address (or RAY_ADDRESS)")
         p.add_argument("--out", type=Path, default=Path("results"), help="output folder")
         p.add_argument("--scale", choices=("quick", "paper"), default="quick")

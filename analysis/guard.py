@@ -55,13 +55,14 @@ def _human(n: float) -> str:
     return f"{n:.3g} PiB"
 
 
-def check(experiment: Any, params: Mapping[str, Any], workers: int | None = None,
+def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None = None,
           max_memory: float | None = None, max_work: float | None = None) -> float:
     """Raise ``ConfigError`` if the run would pass a budget; return its estimated work."""
     budget = DEFAULT_SHARE * available_memory() if max_memory is None else float(max_memory)
     populations = int(params["populations"])
     points = experiment.points(params)
-    side_by_side = max(1, workers or os.cpu_count() or 1) if workers != 0 else 1
+    cores = os.cpu_count() or 1
+    side_by_side = 1 if workers == 0 else max(1, cores if workers in (None, "auto") else workers)
     units = len(points) * populations
     if units * UNIT_BYTES > budget:
         raise ConfigError(f"populations={populations} makes {units} units whose bookkeeping "

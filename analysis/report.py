@@ -25,7 +25,7 @@ LEGEND = ("**holds**: equal within 3 standard errors (Monte-Carlo figures; the l
           "printed claim; the erratum in `docs/errata.md` explains it.")
 
 
-def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | None = None,
+def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | str | None = "auto",
               address: str | None = None, max_memory: float | None = None,
               max_work: float | None = None, progress: bool = True) -> Path:
     """Run all registered experiments into ``out``; write figures, ``report.md`` and

@@ -14,6 +14,7 @@ import hashlib
 import importlib.util
 import json
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -30,6 +31,13 @@ from privgames.environments.ray_session import ensure_ray
 #: Upper bound on tasks per sweep: enough to balance 2-16 workers, few enough that each task
 #: carries several units (Ray pays about 1 ms per task).
 MAX_TASKS = 32
+#: ``workers="auto"``: run serially, or start a local Ray when the rest of the work would take
+#: longer serially than Ray costs to start: ``ray.init`` and the first tasks' cold workers,
+#: 3.5-4.0 s on 2 cores (``benchmarks/bench_chain.py``, ``ray.fixed_cost_s``), or a sweep's
+#: round trips when this process already runs Ray.
+AUTO = "auto"
+RAY_START_S = 4.0
+RAY_WARM_S = 0.3
 
 
 def batches(units: Sequence[Unit]) -> list[list[Unit]]:
@@ -53,13 +61,17 @@ def _run_batch_on_node(name: str, params: Mapping[str, Any],
     return run_batch(name, params, batch), ray.get_runtime_context().get_node_id()
 
 
-def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers: int | None,
+def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
+          workers: int | str | None,
           address: str | None = None, parts_dir: Path | None = None,
           progress: bool = True) -> pd.DataFrame:
     """All rows of an experiment; ``workers=0`` runs serially, otherwise on Ray.
 
     ``workers=None`` uses every core of an embedded local Ray; ``address`` (or ``RAY_ADDRESS``)
-    joins an existing cluster instead. ``parts_dir`` keeps finished tasks for resuming.
+    joins an existing cluster instead. ``workers="auto"`` (without an address) runs the first
+    unfinished task serially, times it, and runs the rest serially when that is estimated to
+    take less than Ray's start-up (:data:`RAY_START_S`), else on every core of a local Ray;
+    the rows are the same either way. ``parts_dir`` keeps finished tasks for resuming.
     """
     tasks = batches(experiment.units(params, seed))
     key = _sweep_key(experiment, params, seed)
@@ -81,6 +93,10 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
         done[i] = frame
         bar.update(work[i])
 
+    if workers == AUTO:
+        workers = None if address else _auto_workers(experiment, params, tasks, todo, work,
+                                                     finish, progress)
+        todo = [i for i in todo if i not in done]
     if address:  # join the cluster up front: environments with a Ray backend use it too
         ensure_ray(workers, address)
     if workers == 0 or not todo:
@@ -110,6 +126,32 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int, workers:
             stale.unlink(missing_ok=True)
         remove_if_empty(Path(parts_dir))
     return rows
+
+
+def _auto_workers(experiment: Experiment, params: Mapping[str, Any],
+                  tasks: Sequence[Sequence[Unit]], todo: Sequence[int], work: Sequence[float],
+                  finish: Any, progress: bool) -> int | None:
+    """``workers="auto"``: run the first unfinished task here, timed, and choose serial (0) or a
+    local Ray on every core (None) for the rest from its measured rate."""
+    if len(todo) < 2:
+        if progress:
+            tqdm.write(f"privgames: {experiment.name}: {len(todo)} task to run: running "
+                       "serially", file=sys.stderr)
+        return 0
+    first = todo[0]
+    start = time.perf_counter()
+    finish(first, run_batch(experiment.name, params, tasks[first]))
+    seconds = time.perf_counter() - start
+    rest = sum(work[i] for i in todo[1:])
+    estimate = seconds * rest / work[first] if work[first] > 0 else seconds * (len(todo) - 1)
+    ray = sys.modules.get("ray")
+    cost = RAY_WARM_S if ray is not None and ray.is_initialized() else RAY_START_S
+    use_ray = estimate > cost
+    if progress:
+        tqdm.write(f"privgames: {experiment.name}: the rest would take about {estimate:.2g} s "
+                   f"serially; {'running on Ray' if use_ray else 'running serially'} (Ray "
+                   f"costs about {cost:g} s to start; --workers N forces it)", file=sys.stderr)
+    return None if use_ray else 0
 
 
 def remove_if_empty(folder: Path) -> bool:

@@ -19,6 +19,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +29,8 @@ HERE = Path(__file__).resolve().parent
 #: (benchmark, dotted key, comparison, target, what) for the targets a report can judge.
 TARGETS = [
     ("startup", "privgames_list_s", "<", 0.5, "start-up: `privgames list` (s)"),
+    ("startup", "tiny_default_minus_serial_s", "<", 0.3,
+     "tiny run: default (`--workers auto`) minus `--workers 0` (s)"),
     ("bench_chain", "ray.speedup", ">=", 1.8, "Ray sweep (16 tasks, 2 warm workers) vs serial"),
     ("bench_chain", "ray.fixed_cost_s", "<", 3.0, "Ray's fixed cost: init + cold workers (s)"),
     ("bench_sar", "0.ratio_to_raw", ">=", 0.5, "SAR attack kernel (weak) vs numpy's raw rate"),
@@ -102,13 +105,25 @@ def flatten(data: object, prefix: str = "") -> dict[str, object]:
 
 
 def startup() -> dict[str, float]:
-    times = []
-    for _ in range(5):
+    """``privgames list``'s start-up, and a tiny run (``budget-us-bounds``) with the default
+    ``--workers auto`` against ``--workers 0``: medians of five interleaved runs each."""
+    def seconds(*args: str) -> float:
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "privgames.analysis", "list"], check=True,
+        subprocess.run([sys.executable, "-m", "privgames.analysis", *args], check=True,
                        capture_output=True)
-        times.append(time.perf_counter() - t)
-    return {"privgames_list_s": statistics.median(times)}
+        return time.perf_counter() - t
+
+    times: dict[str, list[float]] = {"list": [], "default": [], "serial": []}
+    with tempfile.TemporaryDirectory() as out:
+        tiny = ["run", "budget-us-bounds", "--out", out]
+        for _ in range(5):
+            times["list"].append(seconds("list"))
+            times["default"].append(seconds(*tiny))
+            times["serial"].append(seconds(*tiny, "--workers", "0"))
+    median = {k: statistics.median(v) for k, v in times.items()}
+    return {"privgames_list_s": median["list"], "tiny_run_default_s": median["default"],
+            "tiny_run_serial_s": median["serial"],
+            "tiny_default_minus_serial_s": median["default"] - median["serial"]}
 
 
 def paper_times() -> dict[str, float]:

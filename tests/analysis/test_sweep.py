@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 
@@ -150,3 +154,42 @@ def test_cleanup_removes_only_this_run_s_temporaries(tmp_path):
         path.write_bytes(b"partial")
     rows_for(0, parts=tmp_path)
     assert not mine.exists() and theirs.exists()
+
+
+def test_auto_runs_a_tiny_sweep_serially_without_importing_ray(tmp_path):
+    """The default (``--workers auto``): a run whose work is far below Ray's start-up runs
+    serially, never imports Ray, and says so on one line."""
+    code = ("import sys\nfrom privgames.analysis.cli import main\n"
+            f"assert main(['run', 'ppsp-tradeoff', '--out', {str(tmp_path)!r}]) == 0\n"
+            "print('ray' in sys.modules)\n")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, check=True)
+    assert proc.stdout.split()[-1] == "False"
+    assert "running serially" in proc.stderr
+
+
+class ChoseRay(Exception):
+    """Raised by a stand-in for ``ensure_ray``: the sweep chose Ray (with these arguments)."""
+
+
+def test_auto_chooses_by_the_measured_first_task(monkeypatch):
+    """Tiny: the rows of a serial run. When Ray would cost nothing to start, any remaining
+    work outlasts it: the sweep asks for a local Ray on every core (workers None)."""
+    pd.testing.assert_frame_equal(rows_for(0), rows_for("auto"))
+
+    def chose_ray(workers, address=None):
+        raise ChoseRay(workers, address)
+
+    monkeypatch.setattr(sweep, "ensure_ray", chose_ray)
+    monkeypatch.setattr(sweep, "RAY_START_S", 0.0)
+    monkeypatch.setattr(sweep, "RAY_WARM_S", 0.0)
+    with pytest.raises(ChoseRay) as chosen:
+        rows_for("auto")
+    assert chosen.value.args == (None, None)
+
+
+@pytest.mark.ray
+def test_auto_on_ray_gives_the_serial_rows(ray_session, monkeypatch):
+    monkeypatch.setattr(sweep, "RAY_WARM_S", 0.0)
+    pd.testing.assert_frame_equal(rows_for(0), rows_for("auto"))
