@@ -1,15 +1,59 @@
-"""Learning rules: map an agent's current strategy and its best-response target to its next one.
+"""Learning rules: how an agent picks its next strategy from what it experiences.
 
-A learner never sees the predicted equilibrium; the agent computes its target from its own type
-and what the protocol lets it observe.
+Two families share this module.
+
+*Best response* (today's reference in the environments): ``update(current, target)`` maps the
+current strategy and the best response the agent computed from its own type and what the
+protocol lets it observe to its next strategy (:class:`ExactBestResponse`,
+:class:`DampedBestResponse`). A learner never sees the predicted equilibrium.
+
+*Learning from experience* (the ``learning-dynamics`` environment): ``n`` agents each hold a
+state over an explicit grid of actions (noise levels, with ``inf`` the opt-out where a game has
+one), ``act(rng)`` gives every agent's action and ``observe(feedback)`` updates every state at
+once, from one of two kinds of feedback:
+
+* ``full`` -- each agent's cost of every action on its grid given what the others just did,
+  ``(n, m)``;
+* ``bandit`` -- only each agent's own realized cost, ``(n,)``, a noisy sample from the simulated
+  release, never the expected cost.
+
+A round costs ``O(n m)`` numpy work: 10^4 agents are one array, not 10^4 Python objects.
+Costs are mapped to ``[0, 1]``, the scale the regret bounds are stated in: full-information
+costs by subtracting each row's smallest (regret is unchanged by a constant per round) and
+dividing by the game's declared ``span`` of one agent's costs in a round; bandit costs by the
+declared range ``[low, high]`` of a realized cost. Both are clipped (an infinite cost, e.g. zero
+noise on a lone prefix, counts as the worst), and the guarantees hold for the clipped costs.
+
+Each learner states its guarantee, ``regret_bound(T)``: a bound on the expected total external
+regret after ``T`` rounds on costs in ``[0, 1]``, ``None`` where there is none.
+
+* :class:`Hedge` (Freund & Schapire 1997; Cesa-Bianchi & Lugosi 2006, Theorem 2.2): with
+  ``eta = sqrt(8 ln m / T)`` at most ``sqrt(T ln m / 2)``, an average of ``sqrt(ln m / (2T))``;
+* :class:`EXP3` (Auer et al. 2002; the loss form of Bubeck & Cesa-Bianchi 2012, Theorem 3.1):
+  with ``eta = sqrt(2 ln m / (T m))`` at most ``sqrt(2 T m ln m)``;
+* :class:`RegretMatching` (Hart & Mas-Colell 2000; Cesa-Bianchi & Lugosi 2006, Corollary 2.1,
+  the polynomial potential with ``p = 2``): at most ``sqrt(T (m - 1))``;
+* :class:`FictitiousPlay` (Brown 1951): best response to the average of the cost vectors so far
+  (the others' empirical play); no guarantee against arbitrary costs (its empirical frequencies
+  converge in two-player zero-sum games, Robinson 1951);
+* :class:`GridBestResponse`: best response to the last round's costs (the reference);
+* :class:`SPSA` (Spall 1992, 1998): a zeroth-order gradient step on the continuous noise level
+  from two realized costs at ``x +- c_t``, projected onto the grid's finite interval, with
+  Spall's gains ``a_t = a / (t + 1)^0.602``, ``c_t = c / (t + 1)^0.101``; no regret bound here
+  (the costs are not convex in the level), so ``None``.
 """
 
 from __future__ import annotations
 
+import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
-from privgames.mechanisms.validation import ConfigError
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from privgames.mechanisms.validation import ConfigError, check_choice, check_int, check_real
 
 
 class Learner(Protocol):
@@ -50,3 +94,302 @@ def make_learner(name: str, damping: float = 0.5) -> Learner:
     if name == "damped":
         return DampedBestResponse(damping)
     raise ConfigError(f"learner={name!r} is not allowed: learner must be one of {LEARNERS}")
+
+
+FEEDBACK = ("full", "bandit")
+
+
+def check_grid(grid: ArrayLike) -> NDArray:
+    """An action grid: a non-empty 1-d array of distinct numbers, each finite or ``inf`` (the
+    opt-out, where a game has one: infinite noise), in increasing order."""
+    g = np.asarray(grid, dtype=float)
+    if g.ndim != 1 or g.size == 0:
+        raise ConfigError(f"grid={grid!r} is not allowed: grid must be a non-empty list of "
+                          "numbers")
+    if np.any(np.isnan(g)) or np.any(g == -np.inf) or np.unique(g).size != g.size:
+        raise ConfigError(f"grid={g.tolist()!r} is not allowed: grid must hold distinct "
+                          "numbers, each finite or inf (the opt-out)")
+    return np.sort(g)
+
+
+class GridLearner(ABC):
+    """``n`` agents, each choosing an action of ``grid`` every round, their states in arrays.
+
+    Attributes:
+        grid: the actions, ``(m,)``. agents: ``n``. rounds: the horizon ``T`` a default step
+            size is tuned for. feedback: ``full`` or ``bandit``.
+        span: per agent, the largest difference between its costs of two actions in one round
+            (full information; larger differences are clipped).
+        low, high: per agent, the range of a realized cost (bandit; clipped to it).
+        last: the actions played last round, ``(n,)`` indices into ``grid``.
+    """
+
+    #: The feedback kinds this learner can use.
+    feedback_kinds: tuple[str, ...] = ("full",)
+
+    def __init__(self, grid: ArrayLike, agents: int, rounds: int, feedback: str | None = None,
+                 span: ArrayLike = 1.0, low: ArrayLike = 0.0, high: ArrayLike = 1.0) -> None:
+        self.grid = check_grid(grid)
+        self.agents = check_int("agents", agents, 1)
+        self.rounds = check_int("rounds", rounds, 1)
+        self.feedback = check_choice("feedback", feedback or self.feedback_kinds[0],
+                                     self.feedback_kinds)
+        self.span = _per_agent("span", span, self.agents)
+        self.low = _per_agent("low", low, self.agents, positive=False)
+        self.high = _per_agent("high", high, self.agents, positive=False)
+        if np.any(self.high <= self.low):
+            raise ConfigError("high must exceed low for every agent")
+        self.last = np.zeros(self.agents, dtype=int)
+
+    @property
+    def m(self) -> int:
+        return self.grid.size
+
+    def probabilities(self) -> NDArray:
+        """Each agent's mixed strategy, ``(n, m)``."""
+        p = np.zeros((self.agents, self.m))
+        p[np.arange(self.agents), self._choice()] = 1.0
+        return p
+
+    def _choice(self) -> NDArray:
+        """A deterministic learner's action indices (overridden by the deterministic ones)."""
+        raise NotImplementedError
+
+    def act(self, rng: np.random.Generator) -> NDArray:
+        """Every agent's action value this round, drawn from its mixed strategy (one uniform
+        per agent)."""
+        p = self.probabilities()
+        u = rng.random((self.agents, 1))
+        self.last = np.minimum((np.cumsum(p, axis=1) < u).sum(axis=1), self.m - 1)
+        return self.grid[self.last]
+
+    def observe(self, feedback: ArrayLike) -> None:
+        """Update from the round's feedback: ``(n, m)`` costs (full information) or ``(n,)``
+        realized costs of the actions played (bandit)."""
+        c = np.asarray(feedback, dtype=float)
+        if self.feedback == "full":
+            if c.shape != (self.agents, self.m):
+                raise ConfigError(f"full-information feedback must have shape ({self.agents}, "
+                                  f"{self.m}), got {c.shape}")
+            finite = np.where(np.isnan(c), np.inf, c)
+            shifted = finite - finite.min(axis=1, keepdims=True)
+            self._update(np.minimum(shifted / self.span[:, None], 1.0))
+        else:
+            if c.shape != (self.agents,):
+                raise ConfigError(f"bandit feedback must be one realized cost per agent, "
+                                  f"shape ({self.agents},), got {c.shape}")
+            self._update(np.clip((c - self.low) / (self.high - self.low), 0.0, 1.0))
+
+    @abstractmethod
+    def _update(self, costs: NDArray) -> None:
+        """Update from costs already mapped to ``[0, 1]``."""
+
+    def regret_bound(self, T: int) -> float | None:
+        """A bound on each agent's expected total external regret after ``T`` rounds (costs in
+        ``[0, 1]``), or ``None``."""
+        return None
+
+
+def _per_agent(name: str, value: ArrayLike, n: int, positive: bool = True) -> NDArray:
+    v = np.broadcast_to(np.asarray(value, dtype=float), (n,)).copy()
+    if not np.all(np.isfinite(v)) or (positive and np.any(v <= 0)):
+        raise ConfigError(f"{name}={value!r} is out of range: {name} must be finite"
+                          + (" and > 0" if positive else ""))
+    return v
+
+
+def _softmin(cumulative: NDArray, eta: float) -> NDArray:
+    w = np.exp(-eta * (cumulative - cumulative.min(axis=1, keepdims=True)))
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def _step(name: str, eta: float | None, default: float) -> float:
+    return default if eta is None else check_real(name, eta, 0.0, low_open=True)
+
+
+class Hedge(GridLearner):
+    """Multiplicative weights on the cumulative costs, ``p ∝ exp(-eta L)``, with the standard
+    step ``eta = sqrt(8 ln m / T)`` unless one is given (full information)."""
+
+    def __init__(self, *args, eta: float | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.eta = _step("eta", eta, math.sqrt(8.0 * math.log(max(self.m, 2)) / self.rounds))
+        self.cumulative = np.zeros((self.agents, self.m))
+
+    def probabilities(self) -> NDArray:
+        return _softmin(self.cumulative, self.eta)
+
+    def _update(self, costs: NDArray) -> None:
+        self.cumulative += costs
+
+    def regret_bound(self, T: int) -> float | None:
+        return math.sqrt(T * math.log(self.m) / 2.0)
+
+
+class EXP3(GridLearner):
+    """Exponential weights on importance-weighted estimates (the played action's cost divided by
+    its probability), ``eta = sqrt(2 ln m / (T m))`` unless one is given (bandit)."""
+
+    feedback_kinds = ("bandit",)
+
+    def __init__(self, *args, eta: float | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.eta = _step("eta", eta,
+                         math.sqrt(2.0 * math.log(max(self.m, 2)) / (self.rounds * self.m)))
+        self.estimates = np.zeros((self.agents, self.m))
+        self._played = np.ones(self.agents)
+
+    def probabilities(self) -> NDArray:
+        return _softmin(self.estimates, self.eta)
+
+    def act(self, rng: np.random.Generator) -> NDArray:
+        p = self.probabilities()
+        values = super().act(rng)
+        self._played = p[np.arange(self.agents), self.last]
+        return values
+
+    def _update(self, costs: NDArray) -> None:
+        self.estimates[np.arange(self.agents), self.last] += costs / self._played
+
+    def regret_bound(self, T: int) -> float | None:
+        return math.sqrt(2.0 * T * self.m * math.log(self.m))
+
+
+class RegretMatching(GridLearner):
+    """Play each action with probability proportional to its positive cumulative regret
+    (uniformly while none is positive); full information."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.regret = np.zeros((self.agents, self.m))
+        self._p = np.full((self.agents, self.m), 1.0 / self.m)
+
+    def probabilities(self) -> NDArray:
+        return self._p
+
+    def _update(self, costs: NDArray) -> None:
+        self.regret += np.einsum("nm,nm->n", self._p, costs)[:, None] - costs
+        positive = np.maximum(self.regret, 0.0)
+        total = positive.sum(axis=1, keepdims=True)
+        self._p = np.where(total > 0, positive / np.where(total > 0, total, 1.0), 1.0 / self.m)
+
+    def regret_bound(self, T: int) -> float | None:
+        return math.sqrt(T * (self.m - 1))
+
+
+class FictitiousPlay(GridLearner):
+    """Best response (the lowest action on ties) to the average of the cost vectors seen so
+    far, i.e. to the others' empirical play; deterministic, full information. Before any
+    observation it plays the grid's middle action."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.cumulative = np.zeros((self.agents, self.m))
+        self._seen = False
+
+    def _choice(self) -> NDArray:
+        if not self._seen:
+            return np.full(self.agents, (self.m - 1) // 2)
+        return np.argmin(self.cumulative, axis=1)
+
+    def _update(self, costs: NDArray) -> None:
+        self.cumulative += costs
+        self._seen = True
+
+
+class GridBestResponse(GridLearner):
+    """Best response to the last round's costs on the grid (the reference; it starts from the
+    grid's middle action)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._best = np.full(self.agents, (self.m - 1) // 2)
+
+    def _choice(self) -> NDArray:
+        return self._best
+
+    def _update(self, costs: NDArray) -> None:
+        self._best = np.argmin(costs, axis=1)
+
+
+class SPSA(GridLearner):
+    """Simultaneous-perturbation stochastic approximation on the continuous noise level in the
+    grid's finite interval ``[g_0, g_max]`` (no opt-out), from bandit feedback.
+
+    Each agent keeps ``x`` in ``[0, 1]`` (the interval's fraction); over two rounds it plays
+    ``x + c_t`` then ``x - c_t`` (clipped), and steps ``x <- clip(x - a_t (y+ - y-) / (2 c_t))``
+    with its two realized costs ``y+-`` (scaled by its range). It starts in the middle.
+    """
+
+    feedback_kinds = ("bandit",)
+
+    def __init__(self, *args, a: float = 0.5, c: float = 0.1, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        finite = self.grid[np.isfinite(self.grid)]
+        if finite.size < 2:
+            raise ConfigError("spsa needs a grid with at least two finite levels")
+        self.interval = (float(finite[0]), float(finite[-1]))
+        self.a = check_real("spsa_a", a, 0.0, low_open=True)
+        self.c = check_real("spsa_c", c, 0.0, 0.5, low_open=True)
+        self.x = np.full(self.agents, 0.5)
+        self.t = 0
+        self._plus = np.zeros(self.agents)
+        self._played = self.x
+
+    def _gains(self) -> tuple[float, float]:
+        k = self.t // 2 + 1
+        return self.a / k**0.602, self.c / k**0.101
+
+    def act(self, rng: np.random.Generator) -> NDArray:
+        _, c = self._gains()
+        sign = 1.0 if self.t % 2 == 0 else -1.0
+        self._played = np.clip(self.x + sign * c, 0.0, 1.0)
+        lo, hi = self.interval
+        values = lo + self._played * (hi - lo)
+        self.last = np.abs(self.grid[None, :] - values[:, None]).argmin(axis=1)
+        return values
+
+    def probabilities(self) -> NDArray:
+        p = np.zeros((self.agents, self.m))
+        p[np.arange(self.agents), self.last] = 1.0
+        return p
+
+    def _update(self, costs: NDArray) -> None:
+        a, c = self._gains()
+        if self.t % 2 == 0:
+            self._plus = costs
+        else:
+            self.x = np.clip(self.x - a * (self._plus - costs) / (2.0 * c), 0.0, 1.0)
+        self.t += 1
+
+    def values(self) -> NDArray:
+        """The agents' current levels (the centre of their perturbation)."""
+        lo, hi = self.interval
+        return lo + self.x * (hi - lo)
+
+
+#: Name -> learner class of the learning-dynamics learners.
+GRID_LEARNERS: dict[str, type[GridLearner]] = {
+    "best_response": GridBestResponse, "fictitious": FictitiousPlay, "hedge": Hedge,
+    "exp3": EXP3, "spsa": SPSA, "regret_matching": RegretMatching}
+
+
+def make_grid_learner(name: str, grid: ArrayLike, agents: int, rounds: int,
+                      feedback: str = "full", span: ArrayLike = 1.0, low: ArrayLike = 0.0,
+                      high: ArrayLike = 1.0, eta: float | None = None) -> GridLearner:
+    """A learner by name (:data:`GRID_LEARNERS`) with the game's grid, agents, horizon, feedback
+    and cost scales; ``eta``, the step size, only for ``hedge``, ``exp3`` (its weights' rate)
+    and ``spsa`` (its gain ``a``)."""
+    kind = GRID_LEARNERS[check_choice("learner", name, tuple(GRID_LEARNERS))]
+    if feedback not in kind.feedback_kinds:
+        raise ConfigError(f"feedback={feedback!r} is not allowed with learner={name!r}: it "
+                          "learns from " + " or ".join(kind.feedback_kinds) + " feedback")
+    scales = {"span": span, "low": low, "high": high}
+    if eta is not None and kind in (Hedge, EXP3):
+        return kind(grid, agents, rounds, feedback, eta=eta, **scales)
+    if eta is not None and kind is SPSA:
+        return kind(grid, agents, rounds, feedback, a=eta, **scales)
+    if eta is not None:
+        raise ConfigError(f"eta={eta!r} is not allowed with learner={name!r}: only hedge, exp3 "
+                          "and spsa take a step size")
+    return kind(grid, agents, rounds, feedback, **scales)

@@ -96,6 +96,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "budget-analysts": ("budget", "Analysts learn their budget strategy by Thompson sampling from"
                                   " the utility they observe (sum queries vs DP k-means); regret "
                                   "against the offline best"),
+    "learning-dynamics": ("learning", "Users who learn from what they experience: fictitious "
+                                      "play, Hedge, regret matching (full information), EXP3, "
+                                      "SPSA (bandit) and best response in every game; distance "
+                                      "to the NE, regret vs its bound, CCE gap"),
     "apes": ("apes", "Personalized-LDP federated logistic regression (digits, d = 650): Non-"
                      "Private, LDP-Min, PLDP, UniS, APES, S-APES; accuracy and every epsilon (the"
                      " Table 3 analogue)"),

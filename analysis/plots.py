@@ -676,3 +676,33 @@ def apes_audit(rows: pd.DataFrame) -> plt.Figure:
     _legend_outside(ax)
     fig.tight_layout()
     return fig
+
+
+def learning_dynamics(rows: pd.DataFrame) -> plt.Figure:
+    """Per game (rows of panels): the last iterate's distance to the predicted profile, and the
+    largest average regret beside the learner's bound (dashed), over rounds, per learner."""
+    trace = rows[rows["metric"].isin(["distance", "max_average_regret", "regret_bound"])]
+    games = list(dict.fromkeys(trace["game"])) if "game" in trace else ["game"]
+    fig, axes = plt.subplots(len(games), 2, figsize=(11, 2.8 * len(games)), squeeze=False)
+    palette = dict(zip(sorted(trace["learner"].unique()), sns.color_palette("tab10"),
+                       strict=False))
+    for row, game in zip(axes, games, strict=True):
+        g = trace[trace["game"] == game] if "game" in trace else trace
+        mean = g.groupby(["learner", "metric", "round"], as_index=False)["value"].mean()
+        for learner, h in mean.groupby("learner"):
+            colour = palette[learner]
+            d = h[h["metric"] == "distance"]
+            row[0].plot(d["round"], d["value"], color=colour, label=learner)
+            r = h[h["metric"] == "max_average_regret"]
+            row[1].plot(r["round"], r["value"], color=colour, label=learner)
+            b = h[h["metric"] == "regret_bound"].dropna()
+            row[1].plot(b["round"], b["value"], color=colour, ls="--", lw=1)
+        row[0].set(xscale="log", ylabel=f"{game}: distance to NE", ylim=(-0.02, 1.02))
+        row[1].set(xscale="log", yscale="log", ylabel="max average regret")
+    for ax in axes[-1]:
+        ax.set_xlabel("round")
+    axes[0, 0].set_title("last iterate vs the predicted profile (0 = at it)")
+    axes[0, 1].set_title("regret (solid) vs the learner's bound (dashed)")
+    _legend_outside(axes[0, 1], "learner")
+    fig.tight_layout()
+    return fig

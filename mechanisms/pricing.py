@@ -207,7 +207,7 @@ def compensation(beta: ArrayLike, sigma: ArrayLike) -> float:
     return float(np.sum(b * expected_penalty(sigma)) / b.size)
 
 
-def _own_cost(sigma_i: NDArray, others: NDArray, alpha: NDArray, kappa: float, L_F: float,
+def own_cost(sigma_i: NDArray, others: NDArray, alpha: NDArray, kappa: float, L_F: float,
               c: float, S: float, aggregation: str, beta: NDArray, n: int) -> NDArray:
     """``J_i`` (plus the expected penalty's own part) for candidate ``sigma_i`` in ``[0, inf]``
     (floats, or any shape broadcasting with the per-client arrays on the last axis). ``others``
@@ -269,7 +269,7 @@ def _global_min(others, alpha, beta, n, kappa, L_F, c, S, aggregation, ref) -> N
     m = alpha.size
     cols = np.arange(m)
     args = (others, alpha, kappa, L_F, c, S, aggregation, beta, n)
-    costs = _own_cost(ref * _CANDIDATES, *args)  # one call: the grid, opting out, sigma 0
+    costs = own_cost(ref * _CANDIDATES, *args)  # one call: the grid, opting out, sigma 0
     values, out, zero = costs[:GRID_POINTS], costs[-2], costs[-1]
     k = np.argmin(np.where(np.isnan(values), np.inf, values), axis=0)
     if m == 1:  # one client in turn: Python floats from here (numpy's calls cost 5x)
@@ -286,7 +286,7 @@ def _global_min(others, alpha, beta, n, kappa, L_F, c, S, aggregation, ref) -> N
         lo, hi = t[j, cols], t[j + 1, cols]
     best = np.exp((lo + hi) / 2)
     best_value = values[k, cols]
-    refined = _own_cost(best, *args)
+    refined = own_cost(best, *args)
     best = np.where(refined <= best_value, best, ref * _CANDIDATES[k, 0])
     best_value = np.minimum(refined, best_value)
     best = np.where(out < best_value, np.inf, best)
@@ -301,7 +301,7 @@ def _one_min(values: NDArray, out: float, zero: float, k: int, ref: float,
     log_ref = math.log(ref)
     best = math.exp(_root_in_log(log_ref + _LOG_OFFSETS[max(k - 1, 0)],
                                  log_ref + _LOG_OFFSETS[min(k + 1, GRID_POINTS - 1)], *args))
-    best_value, refined = float(values[k]), float(_own_cost(best, *args))
+    best_value, refined = float(values[k]), float(own_cost(best, *args))
     if refined <= best_value:
         best_value = refined
     else:
@@ -330,7 +330,7 @@ def _root_in_log(lo: float, hi: float, *args) -> float:
 
 
 def _own_slope(sigma_i, others, alpha, kappa, L_F, c, S, aggregation, beta, n) -> NDArray:
-    """``d/d sigma_i`` of :func:`_own_cost`: ``(1 - alpha) kappa (1 + Delta / L_F)
+    """``d/d sigma_i`` of :func:`own_cost`: ``(1 - alpha) kappa (1 + Delta / L_F)
     dDelta/dsigma_i - alpha c S / sigma_i^2 + 2 beta ((N-1)/N)^2 sigma_i``."""
     if aggregation == "mle":
         d = (others + sigma_i**-2.0) ** -0.5
@@ -388,7 +388,7 @@ def is_equilibrium(sigma: ArrayLike, alpha: ArrayLike, kappa: float, L_F: float,
     br = best_responses(s, a, kappa, L_F, c, S, b, aggregation)
     args = (rest_of_aggregate(s, aggregation), a, kappa, L_F, c, S, aggregation, b, n)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        now, best = _own_cost(s, *args), _own_cost(br, *args)
+        now, best = own_cost(s, *args), own_cost(br, *args)
     return now <= best + rtol * np.abs(best) + 1e-300
 
 

@@ -1,0 +1,314 @@
+"""Users who learn from what they experience: the four games played round after round by
+no-regret, fictitious-play, zeroth-order and best-response learners, each seeing only the
+feedback the game gives it (the cost of every action, or only its own realized cost).
+
+The analyst's view is kept apart: per round, the distance of the last iterate to the theory's
+profile, each agent's average external regret against its grid, the CCE gap of the empirical
+joint play, and social costs beside the predicted NE's and the optimum's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import mesa
+import numpy as np
+from numpy.typing import NDArray
+
+from privgames.agents.learners import GRID_LEARNERS, SPSA, make_grid_learner
+from privgames.environments.base import Environment
+from privgames.environments.config import (
+    ConfigError,
+    Footprint,
+    check_choice,
+    check_int,
+    check_real,
+)
+from privgames.environments.streams import child, generator
+from privgames.mechanisms.learning_games import (
+    BASGame,
+    GridGame,
+    PPSPGame,
+    PricingGame,
+    SARGame,
+)
+from privgames.mechanisms.pricing import AGGREGATIONS
+
+GAMES = ("bas", "sar", "ppsp", "pricing")
+FEEDBACKS = ("auto", "full", "bandit")
+ATTACKERS = ("weak", "strong")
+WEIGHTINGS = ("equal", "unequal")
+#: The confidence of the Azuma-Hoeffding allowance between realized and expected regret.
+AZUMA_DELTA = 1e-3
+
+
+@dataclass(frozen=True)
+class LearningConfig:
+    """One population learning one game.
+
+    Attributes:
+        game: ``bas`` (chain users' noise variance), ``sar`` (participation), ``ppsp`` (ring
+            nodes' noise scale ``c``) or ``pricing`` (FL clients' noise ``sigma``).
+        learner: ``best_response``, ``fictitious``, ``hedge``, ``regret_matching`` (full
+            information), ``exp3`` or ``spsa`` (bandit).
+        feedback: ``full``, ``bandit``, or ``auto`` (the learner's own kind).
+        agents: users, nodes or clients (>= 3). rounds: rounds of play (the horizon the
+            default step sizes are tuned for). grid_points: actions on the grid (>= 2; SAR's
+            grid is always take part or not). eta: step size (``hedge``/``exp3``: the
+            weights' rate; ``spsa``: its gain ``a``); ``None``: the standard one.
+        tolerance: distance (fraction of the grid) and deviation gain (fraction of the span)
+            below which the last iterate counts as at a profile and at an equilibrium.
+        beta_max, d: BAS preferences ``U[0, beta_max]`` and the release's dimension.
+        p, attacker: SAR's colluding probability and attacker.
+        weighting, spread: PPSP's node weights (``unequal``: each weight times a factor
+            log-uniform in ``[1/spread, spread]``).
+        aggregation, pricing, alpha_mean, alpha_std: pricing FL's rule, whether Definition 4's
+            prices are charged, and the clients' sensitivities ``N(mean, std)`` clipped to
+            ``[0.01, 0.99]``.
+    """
+
+    game: str = "bas"
+    learner: str = "hedge"
+    feedback: str = "auto"
+    agents: int = 10
+    rounds: int = 500
+    grid_points: int = 21
+    eta: float | None = None
+    tolerance: float = 0.05
+    beta_max: float = 1.3
+    d: int = 50
+    p: float = 0.15
+    attacker: str = "weak"
+    weighting: str = "unequal"
+    spread: float = 2.0
+    aggregation: str = "mle"
+    pricing: bool = False
+    alpha_mean: float = 0.5
+    alpha_std: float = 0.2
+
+    def footprint(self) -> Footprint:
+        """The learners' and the analyst's ``(agents, grid)`` arrays, the played history;
+        work: a few ``agents x grid`` passes a round."""
+        cells = float(self.agents) * self.grid_points
+        peak = 80.0 * cells + 4.0 * self.agents * self.rounds + 2000.0 * self.agents
+        return Footprint(peak, 30.0 * cells * self.rounds, "agents")
+
+    def __post_init__(self) -> None:
+        check_choice("game", self.game, GAMES)
+        check_choice("learner", self.learner, tuple(GRID_LEARNERS))
+        check_choice("feedback", self.feedback, FEEDBACKS)
+        kinds = GRID_LEARNERS[self.learner].feedback_kinds
+        if self.feedback not in ("auto", *kinds):
+            raise ConfigError(f"feedback={self.feedback!r} is not allowed with learner="
+                              f"{self.learner!r}: it learns from {' or '.join(kinds)} feedback")
+        check_int("agents", self.agents, 3)
+        check_int("rounds", self.rounds, 2)
+        check_int("grid_points", self.grid_points, 2)
+        if self.eta is not None:
+            check_real("eta", self.eta, 0.0, low_open=True)
+            if self.learner not in ("hedge", "exp3", "spsa"):
+                raise ConfigError(f"eta={self.eta!r} is not allowed with learner="
+                                  f"{self.learner!r}: only hedge, exp3 and spsa take a step size")
+        check_real("tolerance", self.tolerance, 0.0, 1.0, low_open=True)
+        check_real("beta_max", self.beta_max, 0.0, low_open=True)
+        check_int("d", self.d, 1)
+        check_real("p", self.p, 0.0, 1.0, high_open=True)
+        check_choice("attacker", self.attacker, ATTACKERS)
+        check_choice("weighting", self.weighting, WEIGHTINGS)
+        check_real("spread", self.spread, 1.0)
+        check_choice("aggregation", self.aggregation, AGGREGATIONS)
+        if not isinstance(self.pricing, bool):
+            raise ConfigError(f"pricing={self.pricing!r} is not allowed: pricing must be true "
+                              "or false")
+        check_real("alpha_mean", self.alpha_mean, 0.0, 1.0)
+        check_real("alpha_std", self.alpha_std, 0.0)
+
+    @property
+    def resolved_feedback(self) -> str:
+        """The feedback the learner gets (``auto``: its own kind)."""
+        kinds = GRID_LEARNERS[self.learner].feedback_kinds
+        return kinds[0] if self.feedback == "auto" else self.feedback
+
+
+def make_game(config: LearningConfig, rng: np.random.Generator) -> GridGame:
+    """The configured game, with the agents' private types drawn from ``rng``."""
+    c, n = config, config.agents
+    if c.game == "bas":
+        return BASGame(rng.uniform(0.0, c.beta_max, n), c.d, c.grid_points)
+    if c.game == "sar":
+        return SARGame(n, c.p, c.attacker)
+    if c.game == "ppsp":
+        from privgames.environments.ppsp_ring import NoiseGameConfig
+        ring = NoiseGameConfig(n=n, weighting=c.weighting, spread=c.spread)
+        return PPSPGame(ring.weights(rng), ring.K, ring.delta, ring.d, c.grid_points)
+    alpha = np.clip(rng.normal(c.alpha_mean, c.alpha_std, n), 0.01, 0.99)
+    return PricingGame(alpha, 1.0, 1.0, 1.0, 1.0, c.aggregation, c.pricing, c.grid_points)
+
+
+class Player(mesa.Agent):
+    """A user, node or client: its private type is in the game, its learner state is its row
+    of the learner's arrays (updated for all agents at once), read through its index."""
+
+    def __init__(self, model: LearningModel, index: int) -> None:
+        super().__init__(model)
+        self.index = int(index)
+
+    @property
+    def strategy(self) -> NDArray:
+        """Its mixed strategy over the grid."""
+        return self.model.learner.probabilities()[self.index]
+
+    @property
+    def action(self) -> float:
+        """The action it played last round."""
+        return float(self.model.played[self.index])
+
+
+class LearningModel(Environment):
+    """Learners play the configured game; the analyst measures what they reach.
+
+    Attributes:
+        game: the game (types, costs, the theory's profiles). learner: every agent's learner.
+        references: the theory's profiles on the grid, the predicted one first.
+        played: last round's actions. history: every round's actions, ``(rounds, agents)``.
+    """
+
+    def __init__(self, config: LearningConfig, seed=None) -> None:
+        super().__init__(config, seed)
+        c = config
+        base = self.rng.bit_generator.seed_seq
+        self.game = make_game(c, generator(child(base, 0)))
+        self._act_rng = generator(child(base, 1))  # the learners' own randomisation
+        self._release_rng = generator(child(base, 2))  # the simulated release (bandit costs)
+        self.feedback = c.resolved_feedback
+        g = self.game
+        self.span, self.low, self.high = g.scales(generator(child(base, 3)))
+        self.learner = make_grid_learner(c.learner, g.grid, g.n, c.rounds, self.feedback,
+                                         self.span, self.low, self.high, c.eta)
+        self.references = g.references()
+        self.predicted_name = next(iter(self.references))
+        self.players = Player.create_agents(self, g.n, list(range(g.n)))
+        m = g.grid.size
+        self.history = np.zeros((c.rounds, g.n), dtype=np.float32)
+        self.played = np.zeros(g.n)
+        self._grid_total = np.zeros((g.n, m))  # sum over rounds of each action's cost
+        self._mixed_total = np.zeros(g.n)  # of the learner's expected cost (its own draw)
+        self._played_total = np.zeros(g.n)  # of the realized action's expected cost
+        self._social_total, self._social_rounds = 0.0, 0
+        self._mode = np.full(g.n, np.nan)
+        self.last_change = 0
+        self.datacollector = mesa.DataCollector(model_reporters={
+            "distance": LearningModel.distance, "nash_gap": LearningModel.nash_gap,
+            "max_average_regret": LearningModel.max_average_regret,
+            "cce_gap": LearningModel.cce_gap, "social_cost": LearningModel.social_cost,
+            "average_social_cost": LearningModel.average_social_cost})
+
+    # --- protocol -------------------------------------------------------------------------
+    def step(self) -> None:
+        """One round: every agent acts, gets its feedback, updates; the analyst records."""
+        g = self.game
+        p = self.learner.probabilities()
+        values = self.learner.act(self._act_rng)
+        costs = g.costs(values)
+        feedback = costs if self.feedback == "full" else g.realized(values, self._release_rng)
+        self.learner.observe(feedback)
+        own = g.costs(values, values[:, None])
+        bounded, own_bounded = self._bounded(costs, own)
+        self._grid_total += bounded
+        played = own_bounded[:, 0]
+        self._played_total += played
+        self._mixed_total += (played if isinstance(self.learner, SPSA)
+                              else np.einsum("nm,nm->n", p, bounded))
+        social = g.social_cost(values)
+        if math.isfinite(social):
+            self._social_total += social
+            self._social_rounds += 1
+        self.played = values
+        self.history[self.steps - 1] = values
+        mode = self.last_iterate()
+        if not np.array_equal(mode, self._mode):
+            self._mode, self.last_change = mode, self.steps
+        self.datacollector.collect(self)
+
+    def _bounded(self, costs: NDArray, own: NDArray) -> tuple[NDArray, NDArray]:
+        """Costs as the learner sees them, in its units: full information capped at the
+        row's smallest plus the span, over the span; bandit clipped to the range, over it."""
+        if self.feedback == "full":
+            floor = costs.min(axis=1, keepdims=True)
+            return tuple(np.minimum((x - floor) / self.span[:, None], 1.0) for x in (costs, own))
+        width = (self.high - self.low)[:, None]
+        return tuple(np.clip((x - self.low[:, None]) / width, 0.0, 1.0) for x in (costs, own))
+
+    # --- the analyst's measurements ------------------------------------------------------------
+    def last_iterate(self) -> NDArray:
+        """Each agent's current strategy as one action: its most likely grid action (SPSA: its
+        current level)."""
+        if isinstance(self.learner, SPSA):
+            return self.learner.values()
+        return self.game.grid[self.learner.probabilities().argmax(axis=1)]
+
+    def distance(self) -> float:
+        """Distance of the last iterate to the predicted profile (fraction of the grid)."""
+        return self.game.distance(self.last_iterate(), self.references[self.predicted_name])
+
+    def nash_gap(self) -> float:
+        """The last iterate's largest unilateral deviation gain (in units of the span)."""
+        return self.game.nash_gap(self.last_iterate(), self.span)
+
+    def average_regrets(self) -> NDArray:
+        """Each agent's average external regret against its grid, in its learner's units:
+        its expected cost (under the strategy it drew from) minus its best fixed action's."""
+        return (self._mixed_total - self._grid_total.min(axis=1)) / max(self.steps, 1)
+
+    def max_average_regret(self) -> float:
+        return float(self.average_regrets().max())
+
+    def cce_gap(self) -> float:
+        """The CCE gap of the empirical joint play: the largest average gain any agent gets by
+        deviating to a fixed grid action from the rounds' realized actions (learner units)."""
+        gain = (self._played_total - self._grid_total.min(axis=1)) / max(self.steps, 1)
+        return float(max(gain.max(), 0.0))
+
+    def social_cost(self) -> float:
+        """The social cost of the last iterate."""
+        return self.game.social_cost(self.last_iterate())
+
+    def average_social_cost(self) -> float:
+        """The time-averaged play's social cost, over the rounds where it was finite (zero
+        noise on a lone prefix, or everyone opting out, costs ``inf``)."""
+        return self._social_total / self._social_rounds if self._social_rounds else math.inf
+
+    def regret_bound(self) -> float | None:
+        """The learner's bound on the average regret after the rounds played, or ``None``."""
+        bound = self.learner.regret_bound(self.steps)
+        return None if bound is None else bound / self.steps
+
+    def azuma(self) -> float:
+        """How far realized play's average regret may exceed the expected one's, at
+        confidence ``1 - AZUMA_DELTA`` for every agent (Azuma-Hoeffding, increments in
+        ``[-1, 1]``)."""
+        return math.sqrt(2.0 * math.log(2.0 * self.game.n / AZUMA_DELTA) / max(self.steps, 1))
+
+    def outcome(self) -> dict:
+        """Where the last iterate ended: ``converged`` (unchanged over the last tenth of the
+        rounds, and within ``tolerance`` of an equilibrium), and ``reached``: the nearest
+        theory profile within ``tolerance``, else ``other equilibrium`` or ``none``."""
+        tol = self.config.tolerance
+        stable = self.last_change <= self.steps - max(self.steps // 10, 1)
+        converged = bool(stable and self.nash_gap() <= tol)
+        mode = self.last_iterate()
+        near = {name: self.game.distance(mode, ref) for name, ref in self.references.items()}
+        name, gap = min(near.items(), key=lambda kv: kv[1])
+        reached = name if stable and gap <= tol else ("other equilibrium" if converged
+                                                      else "none")
+        return {"converged": converged, "reached": reached, **{f"distance_{k}": v
+                                                                for k, v in near.items()}}
+
+    def predicted(self) -> dict:
+        """The theory's profiles, their deviation gains and social costs, and the optimum."""
+        g = self.game
+        return {"references": self.references,
+                "nash_gaps": {k: g.nash_gap(v, self.span) for k, v in self.references.items()},
+                "social_costs": {k: g.social_cost(v) for k, v in self.references.items()},
+                "optimum": g.optimum()}
