@@ -53,7 +53,13 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privgames.mechanisms.validation import ConfigError, check_choice, check_int, check_real
+from privgames.mechanisms.validation import (
+    ConfigError,
+    check_choice,
+    check_grid,
+    check_int,
+    check_real,
+)
 
 
 class Learner(Protocol):
@@ -97,19 +103,6 @@ def make_learner(name: str, damping: float = 0.5) -> Learner:
 
 
 FEEDBACK = ("full", "bandit")
-
-
-def check_grid(grid: ArrayLike) -> NDArray:
-    """An action grid: a non-empty 1-d array of distinct numbers, each finite or ``inf`` (the
-    opt-out, where a game has one: infinite noise), in increasing order."""
-    g = np.asarray(grid, dtype=float)
-    if g.ndim != 1 or g.size == 0:
-        raise ConfigError(f"grid={grid!r} is not allowed: grid must be a non-empty list of "
-                          "numbers")
-    if np.any(np.isnan(g)) or np.any(g == -np.inf) or np.unique(g).size != g.size:
-        raise ConfigError(f"grid={g.tolist()!r} is not allowed: grid must hold distinct "
-                          "numbers, each finite or inf (the opt-out)")
-    return np.sort(g)
 
 
 class GridLearner(ABC):

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from privgames.mechanisms.validation import (
     ConfigError,
     check_choice,
+    check_grid,
     check_int,
     check_real,
     check_reals,
 )
 
-__all__ = ["ConfigError", "Footprint", "check_choice", "check_int", "check_real", "check_reals"]
+__all__ = ["ConfigError", "Footprint", "check_choice", "check_grid", "check_int", "check_real",
+           "check_reals"]
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from privgames.mechanisms.learning_games import (
     PPSPGame,
     PricingGame,
     SARGame,
+    check_levels,
 )
 from privgames.mechanisms.pricing import AGGREGATIONS
 
@@ -55,8 +56,10 @@ class LearningConfig:
         feedback: ``full``, ``bandit``, or ``auto`` (the learner's own kind).
         agents: users, nodes or clients (>= 3). rounds: rounds of play (the horizon the
             default step sizes are tuned for). grid_points: actions on the grid (>= 2; SAR's
-            grid is always take part or not). eta: step size (``hedge``/``exp3``: the
-            weights' rate; ``spsa``: its gain ``a``); ``None``: the standard one.
+            grid is always take part or not). grid: the actions themselves, replacing the
+            default grid (``inf``: the opt-out, in pricing FL under the MLE rule). eta: step
+            size (``hedge``/``exp3``: the weights' rate; ``spsa``: its gain ``a``); ``None``:
+            the standard one.
         tolerance: distance (fraction of the grid) and deviation gain (fraction of the span)
             below which the last iterate counts as at a profile and at an equilibrium.
         beta_max, d: BAS preferences ``U[0, beta_max]`` and the release's dimension.
@@ -74,6 +77,7 @@ class LearningConfig:
     agents: int = 10
     rounds: int = 500
     grid_points: int = 21
+    grid: tuple[float, ...] | None = None
     eta: float | None = None
     tolerance: float = 0.05
     beta_max: float = 1.3
@@ -91,7 +95,7 @@ class LearningConfig:
         """The learners' and the analyst's ``(agents, grid)`` arrays, the played history;
         work: a few ``agents x grid`` passes a round."""
         cells = float(self.agents) * self.grid_points
-        peak = 80.0 * cells + 4.0 * self.agents * self.rounds + 2000.0 * self.agents
+        peak = 80.0 * cells + 8.0 * self.agents * self.rounds + 2000.0 * self.agents
         return Footprint(peak, 30.0 * cells * self.rounds, "agents")
 
     def __post_init__(self) -> None:
@@ -105,6 +109,12 @@ class LearningConfig:
         check_int("agents", self.agents, 3)
         check_int("rounds", self.rounds, 2)
         check_int("grid_points", self.grid_points, 2)
+        if self.grid is not None:
+            if self.game == "sar":
+                raise ConfigError("grid is not allowed with game='sar': its actions are take "
+                                  "part (1) or opt out (0)")
+            opt_out = self.game == "pricing" and self.aggregation == "mle"
+            object.__setattr__(self, "grid", tuple(check_levels(self.grid, opt_out).tolist()))
         if self.eta is not None:
             check_real("eta", self.eta, 0.0, low_open=True)
             if self.learner not in ("hedge", "exp3", "spsa"):
@@ -135,15 +145,16 @@ def make_game(config: LearningConfig, rng: np.random.Generator) -> GridGame:
     """The configured game, with the agents' private types drawn from ``rng``."""
     c, n = config, config.agents
     if c.game == "bas":
-        return BASGame(rng.uniform(0.0, c.beta_max, n), c.d, c.grid_points)
+        return BASGame(rng.uniform(0.0, c.beta_max, n), c.d, c.grid_points, c.grid)
     if c.game == "sar":
         return SARGame(n, c.p, c.attacker)
     if c.game == "ppsp":
         from privgames.environments.ppsp_ring import NoiseGameConfig
         ring = NoiseGameConfig(n=n, weighting=c.weighting, spread=c.spread)
-        return PPSPGame(ring.weights(rng), ring.K, ring.delta, ring.d, c.grid_points)
+        return PPSPGame(ring.weights(rng), ring.K, ring.delta, ring.d, c.grid_points, c.grid)
     alpha = np.clip(rng.normal(c.alpha_mean, c.alpha_std, n), 0.01, 0.99)
-    return PricingGame(alpha, 1.0, 1.0, 1.0, 1.0, c.aggregation, c.pricing, c.grid_points)
+    return PricingGame(alpha, 1.0, 1.0, 1.0, 1.0, c.aggregation, c.pricing, c.grid_points,
+                       c.grid)
 
 
 class Player(mesa.Agent):
@@ -190,7 +201,7 @@ class LearningModel(Environment):
         self.predicted_name = next(iter(self.references))
         self.players = Player.create_agents(self, g.n, list(range(g.n)))
         m = g.grid.size
-        self.history = np.zeros((c.rounds, g.n), dtype=np.float32)
+        self.history = np.zeros((c.rounds, g.n))
         self.played = np.zeros(g.n)
         self._grid_total = np.zeros((g.n, m))  # sum over rounds of each action's cost
         self._mixed_total = np.zeros(g.n)  # of the learner's expected cost (its own draw)

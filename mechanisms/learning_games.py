@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privgames.mechanisms import chain, ppsp, pricing, sar
-from privgames.mechanisms.validation import ConfigError
+from privgames.mechanisms.validation import ConfigError, check_grid
 
 
 class GridGame(ABC):
@@ -140,6 +140,23 @@ def _check_grid_points(points: int) -> int:
     return int(points)
 
 
+def _own_grid(grid: ArrayLike | None, default: NDArray, opt_out: bool = True) -> NDArray:
+    """The user's grid (checked by :func:`check_levels`), else the default."""
+    return default if grid is None else check_levels(grid, opt_out)
+
+
+def check_levels(grid: ArrayLike, opt_out: bool) -> NDArray:
+    """A grid of noise levels: :func:`check_grid`, every level ``>= 0``, and ``inf`` only
+    where the game has an opt-out."""
+    g = check_grid(grid)
+    if np.any(g < 0) or (not opt_out and np.isinf(g).any()):
+        raise ConfigError(f"grid={g.tolist()!r} is not allowed: noise levels must be >= 0"
+                          + ("" if opt_out else " and finite (this game has no opt-out)"))
+    if np.isfinite(g).sum() < 1:
+        raise ConfigError(f"grid={g.tolist()!r} is not allowed: it needs a finite level")
+    return g
+
+
 class BASGame(GridGame):
     """Users in sequence order choose their noise variance ``sigma_k^2`` (Chained-DP, eq 14):
     ``C_k = sum_i sigma_i^2 + alpha_k (sum_{i<=k} sigma_i^2)^(-1/2)``.
@@ -149,12 +166,14 @@ class BASGame(GridGame):
     ``d``-dimensional release, ``S chi^2_d / d`` (variance ``2 S^2 / d``).
     """
 
-    def __init__(self, beta: ArrayLike, d: int, grid_points: int = 21) -> None:
+    def __init__(self, beta: ArrayLike, d: int, grid_points: int = 21,
+                 grid: ArrayLike | None = None) -> None:
         self.beta = np.asarray(beta, dtype=float)
         self.alpha = chain.alpha_from_beta(self.beta)
         self.d = int(d)
         top = chain.M * float(self.beta.max())
-        self.grid = np.linspace(0.0, top, _check_grid_points(grid_points))
+        self.grid = _own_grid(grid, np.linspace(0.0, top, _check_grid_points(grid_points)),
+                              opt_out=False)
         self.n = self.beta.size
 
     def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
@@ -172,9 +191,21 @@ class BASGame(GridGame):
         return self.own_costs(values) - total + error
 
     def references(self) -> dict[str, NDArray]:
-        simultaneous = chain.followers_respond(chain.M * self.beta[0], self.beta)
-        return {"nash": self.grid_nash(simultaneous),
+        return {"nash": self.grid_nash(),
                 "theorem1": self.snap(chain.nash_equilibrium(self.beta))}
+
+    def grid_nash(self, start: ArrayLike | None = None, passes: int = 1) -> NDArray:
+        """The grid game's NE in one pass down the chain: a user's cost depends on its own
+        level only through its prefix (Lemma 1 on the grid), so each best-responds to the
+        levels above it (ties to the lowest). ``start`` and ``passes`` are not needed."""
+        v, prefix = np.zeros(self.n), 0.0
+        for k in range(self.n):
+            with np.errstate(divide="ignore"):
+                own = self.grid + (self.alpha[k] / np.sqrt(prefix + self.grid)
+                                   if self.alpha[k] > 0 else 0.0)
+            v[k] = self.grid[int(np.argmin(own))]
+            prefix += v[k]
+        return v
 
     def optimum(self) -> float:
         return chain.social_cost(chain.central_optimum(self.beta), self.beta)
@@ -229,7 +260,12 @@ class SARGame(GridGame):
         return v * (exposed - self.tolerated)
 
     def references(self) -> dict[str, NDArray]:
-        return {"nash": self.grid_nash(np.ones(self.K))}
+        """The NE: ``k`` users take part, where the ``k``-th does not regret it
+        (``delta(k) <= 1/K^2``) and an outsider would (``delta(k + 1) > 1/K^2``); the users are
+        alike, so which ``k`` is immaterial (the first ``k``)."""
+        gain = self.exposure(np.arange(1, self.K + 1)) - self.tolerated
+        k = int(np.argmax(gain > 0)) if np.any(gain > 0) else self.K
+        return {"nash": (np.arange(self.K) < k).astype(float)}
 
     def distance(self, values: NDArray, reference: NDArray) -> float:
         """The users are alike: the gap in the participating share."""
@@ -250,12 +286,13 @@ class PPSPGame(GridGame):
     log_scale = True
 
     def __init__(self, weights: ArrayLike, K: int, delta: float, d: float,
-                 grid_points: int = 21) -> None:
+                 grid_points: int = 21, grid: ArrayLike | None = None) -> None:
         self.weights = np.asarray(weights, dtype=float)
         self.args = (self.weights.shape[0], int(K), float(delta), float(d))
         preferred = [ppsp.optimal_c(*w, *self.args) for w in self.weights]
         lo, hi = min(preferred) / 10.0, max(preferred) * 10.0
-        self.grid = np.geomspace(lo, hi, _check_grid_points(grid_points))
+        self.grid = _own_grid(grid, np.geomspace(lo, hi, _check_grid_points(grid_points)),
+                              opt_out=False)
         self.n = self.weights.shape[0]
 
     def _cost(self, c_max: ArrayLike, c_min: ArrayLike, w: NDArray) -> NDArray:
@@ -303,7 +340,8 @@ class PricingGame(GridGame):
     log_scale = True
 
     def __init__(self, alpha: ArrayLike, kappa: float, L_F: float, c: float, S: float,
-                 aggregation: str = "mle", prices: bool = False, grid_points: int = 21) -> None:
+                 aggregation: str = "mle", prices: bool = False, grid_points: int = 21,
+                 grid: ArrayLike | None = None) -> None:
         self.alpha = np.asarray(alpha, dtype=float)
         self.game = (kappa, L_F, c, S)
         self.aggregation = aggregation
@@ -315,7 +353,8 @@ class PricingGame(GridGame):
         lo = min(eq10.min(), eq11.min()) / 10.0
         hi = max(eq10.max(), eq11.max()) * 10.0
         levels = np.geomspace(lo, hi, _check_grid_points(grid_points) - (aggregation == "mle"))
-        self.grid = np.append(levels, np.inf) if aggregation == "mle" else levels
+        self.grid = _own_grid(grid, np.append(levels, np.inf) if aggregation == "mle"
+                              else levels, opt_out=aggregation == "mle")
         self.prices = prices
         self.n = n
 

@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from numbers import Integral, Real
 
+import numpy as np
+
 
 class ConfigError(ValueError):
     """A configuration value is missing, of the wrong type or out of range."""
@@ -66,3 +68,16 @@ def _interval(low: float, high: float | None, low_closed: bool, high_closed: boo
     if low == -math.inf:
         return f"{'<=' if high_closed else '<'} {high}"
     return f"in {'[' if low_closed else '('}{low}, {high}{']' if high_closed else ')'}"
+
+
+def check_grid(grid: object) -> np.ndarray:
+    """An action grid: a non-empty 1-d array of distinct numbers, each finite or ``inf`` (the
+    opt-out, where a game has one: infinite noise), in increasing order."""
+    g = np.asarray(grid, dtype=float)
+    if g.ndim != 1 or g.size == 0:
+        raise ConfigError(f"grid={grid!r} is not allowed: grid must be a non-empty list of "
+                          "numbers")
+    if np.any(np.isnan(g)) or np.any(g == -np.inf) or np.unique(g).size != g.size:
+        raise ConfigError(f"grid={g.tolist()!r} is not allowed: grid must hold distinct "
+                          "numbers, each finite or inf (the opt-out)")
+    return np.sort(g)

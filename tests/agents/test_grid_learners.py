@@ -1,0 +1,158 @@
+"""The learners' guarantees, on cost sequences chosen against them (no game involved)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from privgames.agents.learners import (
+    EXP3,
+    SPSA,
+    FictitiousPlay,
+    Hedge,
+    RegretMatching,
+    make_grid_learner,
+)
+from privgames.mechanisms.validation import ConfigError
+
+
+def _expected_regret(learner, costs):
+    """Play ``costs`` (T, n, m) in [0, 1]; each agent's expected regret (the cost of the
+    strategy it drew from minus its best fixed action's)."""
+    mixed = np.zeros(costs.shape[1])
+    for c in costs:
+        mixed += np.einsum("nm,nm->n", learner.probabilities(), c)
+        learner.observe(c)
+    return mixed - costs.sum(axis=0).min(axis=1)
+
+
+def _adversarial(T, n, m, rng):
+    """Random costs, plus a switching adversary: in each block a different action is best,
+    and the early leader is worst late (the sequence that punishes follow-the-leader)."""
+    base = rng.random((T, n, m))
+    block = (np.arange(T) * 4 // T)[:, None, None]
+    base += 0.5 * (np.arange(m)[None, None, :] % 4 == block)
+    return np.clip(base / 1.5, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("kind", [Hedge, RegretMatching])
+def test_full_information_regret_stays_within_the_bound_on_adversarial_costs(kind):
+    T, n, m = 400, 50, 7
+    costs = _adversarial(T, n, m, np.random.default_rng(0))
+    learner = kind(np.arange(m, dtype=float), n, T)
+    regret = _expected_regret(learner, costs)
+    bound = learner.regret_bound(T)
+    assert regret.max() <= bound
+    if kind is Hedge:
+        assert bound == pytest.approx(math.sqrt(T * math.log(m) / 2))  # sqrt(ln m/(2T)) per round
+
+
+def test_hedge_shift_and_scale_of_full_costs_is_the_learners_business():
+    """Full-information costs are shifted by each row's smallest and divided by the span, so a
+    learner fed ``a + b c`` with ``span = b`` plays exactly as one fed ``c``."""
+    costs = np.random.default_rng(1).random((50, 3, 4))
+    a, b = Hedge(np.arange(4.0), 3, 50), Hedge(np.arange(4.0), 3, 50, span=7.0)
+    for c in costs:
+        a.observe(c)
+        b.observe(5.0 + 7.0 * c)
+    np.testing.assert_allclose(a.probabilities(), b.probabilities())
+
+
+def test_hedge_with_a_larger_step_than_the_bound_assumes_can_exceed_it():
+    """The bound is tied to the step size, so the test above can fail: on the sequence that
+    punishes follow-the-leader ((1/2, 0), then (0, 1) and (1, 0) in turn) a greedy step pays
+    about T/2, the standard step stays within its bound."""
+    T = 400
+    costs = np.array([[[0.5, 0.0]]] + [[[0.0, 1.0]] if t % 2 else [[1.0, 0.0]]
+                                       for t in range(1, T)])
+    greedy = Hedge([0.0, 1.0], 1, T, eta=50.0)
+    assert _expected_regret(greedy, costs)[0] > greedy.regret_bound(T)
+    standard = Hedge([0.0, 1.0], 1, T)
+    assert _expected_regret(standard, costs)[0] <= standard.regret_bound(T)
+
+
+def test_exp3_expected_regret_within_its_bound_over_seeds():
+    """EXP3's bound is on the expected regret: the mean over 40 independent runs (each with 20
+    agents) plus 3 standard errors stays below it."""
+    T, n, m = 300, 20, 5
+    costs = _adversarial(T, n, m, np.random.default_rng(2))
+    runs = []
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        learner = EXP3(np.arange(m, dtype=float), n, T)
+        mixed = np.zeros(n)
+        for c in costs:
+            mixed += np.einsum("nm,nm->n", learner.probabilities(), c)
+            learner.act(rng)
+            learner.observe(c[np.arange(n), learner.last])
+        runs.append((mixed - costs.sum(axis=0).min(axis=1)).mean())
+    mean, se = np.mean(runs), np.std(runs, ddof=1) / math.sqrt(len(runs))
+    assert mean + 3 * se <= learner.regret_bound(T)
+    assert mean > 0.0  # it does pay for exploring
+
+
+def test_exp3_importance_weights_are_unbiased():
+    """The estimate of every action's cost, averaged over draws, equals the cost (3 SE)."""
+    rng = np.random.default_rng(3)
+    n, m = 20000, 4
+    learner = EXP3(np.arange(m, dtype=float), n, 10, eta=0.7)
+    learner.estimates[:] = rng.random((1, m))  # a non-uniform strategy, the same for all
+    before = learner.estimates.copy()
+    c = np.array([0.2, 0.9, 0.5, 0.1])
+    learner.act(rng)
+    learner.observe(c[learner.last])
+    increment = learner.estimates - before
+    se = increment.std(axis=0, ddof=1) / math.sqrt(n)
+    assert np.all(np.abs(increment.mean(axis=0) - c) <= 3 * se)
+
+
+def test_fictitious_play_frequencies_converge_in_matching_pennies():
+    """Robinson (1951): in a two-player zero-sum game, fictitious play's empirical
+    frequencies converge to the equilibrium, (1/2, 1/2) in matching pennies."""
+    grid = np.array([0.0, 1.0])
+    a, b = FictitiousPlay(grid, 1, 4000), FictitiousPlay(grid, 1, 4000)
+    rng = np.random.default_rng(0)
+    counts = np.zeros(2)
+    for _ in range(4000):
+        i, j = a.act(rng)[0], b.act(rng)[0]
+        counts[int(i)] += 1
+        a.observe(np.array([[1.0 - (k == j) for k in grid]]))  # a loses on a mismatch
+        b.observe(np.array([[float(k == i) for k in grid]]))  # b loses on a match
+    assert abs(counts[0] / counts.sum() - 0.5) < 0.02
+
+
+def test_spsa_finds_the_minimum_of_a_noisy_convex_cost():
+    """Spall's gains on a quadratic with Gaussian noise: every agent ends near its own
+    minimiser (a zeroth-order learner sees only its realized costs)."""
+    n, T = 200, 2000
+    rng = np.random.default_rng(4)
+    target = rng.uniform(2.0, 8.0, n)
+    learner = SPSA(np.linspace(0.0, 10.0, 11), n, T, low=0.0, high=40.0)
+    for _ in range(T):
+        x = learner.act(rng)
+        learner.observe((x - target) ** 2 + rng.normal(0.0, 1.0, n))
+    assert np.max(np.abs(learner.values() - target)) < 0.5
+
+
+@pytest.mark.parametrize("name,feedback,message", [
+    ("hedge", "bandit", "feedback='bandit' is not allowed with learner='hedge'"),
+    ("exp3", "full", "feedback='full' is not allowed with learner='exp3'"),
+    ("nope", "full", "learner='nope' is not allowed"),
+])
+def test_bad_learner_or_feedback_is_named(name, feedback, message):
+    with pytest.raises(ConfigError, match=message):
+        make_grid_learner(name, [0.0, 1.0], 3, 10, feedback)
+
+
+@pytest.mark.parametrize("grid", [[], [1.0, np.nan], [0.0, -np.inf], [1.0, 1.0]])
+def test_bad_grids_are_refused(grid):
+    with pytest.raises(ConfigError, match="grid"):
+        make_grid_learner("hedge", grid, 3, 10)
+
+
+@pytest.mark.parametrize("eta", [0.0, -1.0])
+def test_non_positive_step_is_refused(eta):
+    with pytest.raises(ConfigError, match="eta"):
+        make_grid_learner("hedge", [0.0, 1.0], 3, 10, eta=eta)
+    with pytest.raises(ConfigError, match="spsa_a"):
+        make_grid_learner("spsa", [0.0, 1.0], 3, 10, "bandit", eta=eta)

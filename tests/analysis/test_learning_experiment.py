@@ -1,0 +1,84 @@
+"""The learning-dynamics experiment through the CLI: its summary contract, its computed claims,
+its bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from privgames.analysis.cli import main
+from privgames.analysis.experiments import get
+from privgames.analysis.learning import learning_claims
+
+
+def _run(capsys, tmp_path, *sets):
+    args = ["run", "learning-dynamics", "--workers", "0", "--out", str(tmp_path), "--json",
+            "--set", "populations=2", "--set", "rounds=300"]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("game,learner,feedback", [
+    ("pricing", "exp3", "bandit"), ("sar", "regret_matching", "full"),
+    ("bas", "best_response", "full"), ("ppsp", "spsa", "bandit")])
+def test_summary_contract(capsys, tmp_path, game, learner, feedback):
+    s = _run(capsys, tmp_path, f"game={game}", f"learner={learner}", f"feedback={feedback}")
+    assert (s["game"], s["learner"], s["feedback"], s["rounds"]) == (game, learner, feedback, 300)
+    assert 0.0 <= s["final_distance"] <= 1.0
+    assert isinstance(s["converged"], bool)
+    assert s["cce_gap"] >= 0.0 and s["max_average_regret"] >= s["cce_gap"] - s["azuma"]
+    if learner in ("exp3", "regret_matching"):
+        assert 0.0 < s["max_average_regret"] <= s["regret_bound"]
+    else:
+        assert s["regret_bound"] is None
+    assert sum(s["reached"].values()) == 2  # one outcome per population
+
+
+def test_best_response_in_bas_converges_to_its_equilibrium(capsys, tmp_path):
+    s = _run(capsys, tmp_path, "game=bas", "learner=best_response")
+    assert s["converged"] and s["final_distance"] == 0.0 and s["reached"] == {"nash": 2}
+    verdicts = [c.verdict()[0] for c in learning_claims(s)]
+    assert verdicts[-1] == "holds"
+
+
+def test_claims_are_computed_from_the_measurement():
+    """The regret claim fails when the measured regret exceeds the bound, holds (as a bound)
+    when within; the convergence claim follows the measurement."""
+    run = {"game": "bas", "learner": "hedge", "feedback": "full", "regret_bound": 0.1,
+           "max_average_regret": 0.05, "azuma": 0.01, "cce_gap": 0.04, "converged": True,
+           "final_distance": 0.0, "reached": {"nash": 1}, "predicted": "nash"}
+    ok = [c.verdict()[0] for c in learning_claims({"runs": [run], "tolerance": 0.05})]
+    assert ok == ["bound", "bound", "holds"]
+    bad = {**run, "max_average_regret": 0.2, "cce_gap": 0.5, "final_distance": 0.5}
+    assert [c.verdict()[0] for c in learning_claims({"runs": [bad], "tolerance": 0.05})] == [
+        "fails", "fails", "fails"]
+
+
+def test_default_grid_is_every_game_and_learner():
+    e = get("learning-dynamics")
+    points = e.points(e.resolve())
+    assert {(p["game"], p["learner"]) for p in points} == {
+        (g, learner) for g in ("bas", "sar", "ppsp", "pricing")
+        for learner in ("best_response", "fictitious", "hedge", "regret_matching", "exp3",
+                        "spsa")}
+
+
+@pytest.mark.parametrize("sets,needle", [
+    (["learner=adam"], "learner='adam' is not allowed"),
+    (["learner=hedge", "feedback=bandit"], "feedback='bandit' is not allowed with learner="
+                                           "'hedge'"),
+    (["game=bas", "learner=hedge", "grid=[]"], "grid=[] is not allowed"),
+    (["game=bas", "learner=hedge", "grid=[0, 1e999]"], "no opt-out"),
+    (["learner=exp3", "eta=-0.1"], "eta=-0.1 is out of range"),
+    (["game=chess"], "game='chess' is not allowed"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, sets, needle):
+    args = ["run", "learning-dynamics", "--workers", "0", "--out", str(tmp_path)]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err and "Traceback" not in err
