@@ -33,6 +33,7 @@ def learning_unit(config: LearningConfig, seed: np.random.SeedSequence) -> pd.Da
     outcome = model.outcome()
     predicted = model.predicted()
     last = {"final_distance": model.distance(), "converged": float(outcome["converged"]),
+            "opted_out": float(np.isinf(model.last_iterate()).sum()),
             "azuma": model.azuma(), "predicted_social_cost":
                 predicted["social_costs"][model.predicted_name],
             "predicted_nash_gap": predicted["nash_gaps"][model.predicted_name],
@@ -48,7 +49,8 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
     """Per (game, learner, feedback), pooled over populations: the contract's numbers (the last
     round's largest regret and CCE gap, the mean final distance, ``converged`` when every
     population converged), what was reached, and the social costs. One combination: its
-    numbers at the top level."""
+    numbers at the top level. ``opted_out``: the mean number of agents whose last iterate is
+    the opt-out (pricing FL under the MLE rule)."""
     rounds = int(params["rounds"])
     by = [c for c in ("game", "learner") if c in rows] + ["feedback"]
     runs = []
@@ -69,6 +71,7 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
             "regret_bound": value("regret_bound"),
             "cce_gap": value("cce_gap"), "azuma": value("azuma"),
             "converged": bool(value("converged", "min") == 1.0),
+            "opted_out": value("opted_out", "mean"),
             "reached": (g.groupby("population")["reached"].first() if "population" in g
                         else g["reached"].iloc[:1]).value_counts().to_dict(),
             "predicted": str(g["predicted"].iloc[0]),
