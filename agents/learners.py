@@ -115,6 +115,7 @@ class GridLearner(ABC):
             (full information; larger differences are clipped).
         low, high: per agent, the range of a realized cost (bandit; clipped to it).
         last: the actions played last round, ``(n,)`` indices into ``grid``.
+        drawn_from: the mixed strategies they were drawn from, ``(n, m)``.
     """
 
     #: The feedback kinds this learner can use.
@@ -133,6 +134,7 @@ class GridLearner(ABC):
         if np.any(self.high <= self.low):
             raise ConfigError("high must exceed low for every agent")
         self.last = np.zeros(self.agents, dtype=int)
+        self.drawn_from: NDArray | None = None
 
     @property
     def m(self) -> int:
@@ -148,10 +150,14 @@ class GridLearner(ABC):
         """A deterministic learner's action indices (overridden by the deterministic ones)."""
         raise NotImplementedError
 
+    def mode(self) -> NDArray:
+        """Each agent's most likely action now, ``(n,)`` indices into ``grid``."""
+        return np.argmax(self.probabilities(), axis=1)
+
     def act(self, rng: np.random.Generator) -> NDArray:
         """Every agent's action value this round, drawn from its mixed strategy (one uniform
-        per agent)."""
-        p = self.probabilities()
+        per agent; the strategies are kept in :attr:`drawn_from`)."""
+        p = self.drawn_from = self.probabilities()
         u = rng.random((self.agents, 1))
         self.last = np.minimum((np.cumsum(p, axis=1) < u).sum(axis=1), self.m - 1)
         return self.grid[self.last]
@@ -212,6 +218,9 @@ class Hedge(GridLearner):
     def probabilities(self) -> NDArray:
         return _softmin(self.cumulative, self.eta)
 
+    def mode(self) -> NDArray:
+        return np.argmin(self.cumulative, axis=1)  # the weights fall with the cumulative cost
+
     def _update(self, costs: NDArray) -> None:
         self.cumulative += costs
 
@@ -230,19 +239,16 @@ class EXP3(GridLearner):
         self.eta = _step("eta", eta,
                          math.sqrt(2.0 * math.log(max(self.m, 2)) / (self.rounds * self.m)))
         self.estimates = np.zeros((self.agents, self.m))
-        self._played = np.ones(self.agents)
 
     def probabilities(self) -> NDArray:
         return _softmin(self.estimates, self.eta)
 
-    def act(self, rng: np.random.Generator) -> NDArray:
-        p = self.probabilities()
-        values = super().act(rng)
-        self._played = p[np.arange(self.agents), self.last]
-        return values
+    def mode(self) -> NDArray:
+        return np.argmin(self.estimates, axis=1)
 
     def _update(self, costs: NDArray) -> None:
-        self.estimates[np.arange(self.agents), self.last] += costs / self._played
+        played = np.arange(self.agents), self.last
+        self.estimates[played] += costs / self.drawn_from[played]
 
     def regret_bound(self, T: int) -> float | None:
         return math.sqrt(2.0 * T * self.m * math.log(self.m))
@@ -327,7 +333,6 @@ class SPSA(GridLearner):
         self.x = np.full(self.agents, 0.5)
         self.t = 0
         self._plus = np.zeros(self.agents)
-        self._played = self.x
 
     def _gains(self) -> tuple[float, float]:
         k = self.t // 2 + 1
@@ -336,10 +341,10 @@ class SPSA(GridLearner):
     def act(self, rng: np.random.Generator) -> NDArray:
         _, c = self._gains()
         sign = 1.0 if self.t % 2 == 0 else -1.0
-        self._played = np.clip(self.x + sign * c, 0.0, 1.0)
         lo, hi = self.interval
-        values = lo + self._played * (hi - lo)
+        values = lo + np.clip(self.x + sign * c, 0.0, 1.0) * (hi - lo)
         self.last = np.abs(self.grid[None, :] - values[:, None]).argmin(axis=1)
+        self.drawn_from = self.probabilities()
         return values
 
     def probabilities(self) -> NDArray:

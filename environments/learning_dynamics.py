@@ -207,7 +207,7 @@ class LearningModel(Environment):
         self._mixed_total = np.zeros(g.n)  # of the learner's expected cost (its own draw)
         self._played_total = np.zeros(g.n)  # of the realized action's expected cost
         self._social_total, self._social_rounds = 0.0, 0
-        self._mode = np.full(g.n, np.nan)
+        self._iterate = self._current_iterate()
         self.last_change = 0
         self.datacollector = mesa.DataCollector(model_reporters={
             "distance": LearningModel.distance, "nash_gap": LearningModel.nash_gap,
@@ -219,7 +219,6 @@ class LearningModel(Environment):
     def step(self) -> None:
         """One round: every agent acts, gets its feedback, updates; the analyst records."""
         g = self.game
-        p = self.learner.probabilities()
         values = self.learner.act(self._act_rng)
         costs = g.costs(values)
         feedback = costs if self.feedback == "full" else g.realized(values, self._release_rng)
@@ -230,16 +229,16 @@ class LearningModel(Environment):
         played = own_bounded[:, 0]
         self._played_total += played
         self._mixed_total += (played if isinstance(self.learner, SPSA)
-                              else np.einsum("nm,nm->n", p, bounded))
+                              else np.einsum("nm,nm->n", self.learner.drawn_from, bounded))
         social = g.social_cost(values)
         if math.isfinite(social):
             self._social_total += social
             self._social_rounds += 1
         self.played = values
         self.history[self.steps - 1] = values
-        mode = self.last_iterate()
-        if not np.array_equal(mode, self._mode):
-            self._mode, self.last_change = mode, self.steps
+        mode = self._current_iterate()
+        if not np.array_equal(mode, self._iterate):
+            self._iterate, self.last_change = mode, self.steps
         self.datacollector.collect(self)
 
     def _bounded(self, costs: NDArray, own: NDArray) -> tuple[NDArray, NDArray]:
@@ -254,10 +253,13 @@ class LearningModel(Environment):
     # --- the analyst's measurements ------------------------------------------------------------
     def last_iterate(self) -> NDArray:
         """Each agent's current strategy as one action: its most likely grid action (SPSA: its
-        current level)."""
+        current level), as of the last round."""
+        return self._iterate
+
+    def _current_iterate(self) -> NDArray:
         if isinstance(self.learner, SPSA):
             return self.learner.values()
-        return self.game.grid[self.learner.probabilities().argmax(axis=1)]
+        return self.game.grid[self.learner.mode()]
 
     def distance(self) -> float:
         """Distance of the last iterate to the predicted profile (fraction of the grid)."""

@@ -71,9 +71,9 @@ class GridGame(ABC):
         """The theory's profiles, the predicted NE first."""
 
     def optimum(self) -> float:
-        """The smallest social cost (the theory's, continuous where it has one)."""
-        return float(min(self.social_cost(self.snap(self.grid[i] * np.ones(self.n)))
-                         for i in range(self.grid.size)))
+        """The smallest social cost (the theory's, continuous where it has one; by default the
+        best common action)."""
+        return float(min(self.social_cost(np.full(self.n, a)) for a in self.grid))
 
     def own_costs(self, values: NDArray) -> NDArray:
         """Each agent's expected cost at the profile."""
@@ -98,22 +98,6 @@ class GridGame(ABC):
             gap = np.abs(v[:, None] - g[None, :])
         gap = np.where(np.isinf(v[:, None]) & np.isinf(g[None, :]), 0.0, gap)
         return self.grid[np.nanargmin(np.where(np.isnan(gap), np.inf, gap), axis=1)]
-
-    def grid_nash(self, start: ArrayLike, passes: int = 200) -> NDArray:
-        """Best-response iteration on the grid, one agent at a time, from ``start`` snapped to
-        the grid, until no agent moves (the lowest action on ties, the current one kept when
-        it is a best response)."""
-        v = self.snap(start)
-        for _ in range(passes):
-            moved = False
-            for i in range(self.n):
-                c = self.costs(v)[i]
-                j = int(np.argmin(c))
-                if c[j] < c[np.searchsorted(self.grid, v[i])] - 1e-12 * abs(c[j]):
-                    v[i], moved = self.grid[j], True
-            if not moved:
-                return v
-        raise RuntimeError("best-response iteration on the grid did not settle")
 
     def distance(self, values: NDArray, reference: NDArray) -> float:
         """Largest distance of an agent's action from the reference's, as a fraction of the
@@ -191,13 +175,13 @@ class BASGame(GridGame):
         return self.own_costs(values) - total + error
 
     def references(self) -> dict[str, NDArray]:
-        return {"nash": self.grid_nash(),
+        return {"nash": self._simultaneous_nash(),
                 "theorem1": self.snap(chain.nash_equilibrium(self.beta))}
 
-    def grid_nash(self, start: ArrayLike | None = None, passes: int = 1) -> NDArray:
+    def _simultaneous_nash(self) -> NDArray:
         """The grid game's NE in one pass down the chain: a user's cost depends on its own
         level only through its prefix (Lemma 1 on the grid), so each best-responds to the
-        levels above it (ties to the lowest). ``start`` and ``passes`` are not needed."""
+        levels above it (ties to the lowest)."""
         v, prefix = np.zeros(self.n), 0.0
         for k in range(self.n):
             with np.errstate(divide="ignore"):
@@ -229,7 +213,10 @@ class SARGame(GridGame):
         self.tolerated = 1.0 / self.K**2
 
     def exposure(self, k: ArrayLike) -> NDArray:
-        """The failure probability with ``k`` participants (0 below 3: no one is interior)."""
+        """The failure probability with ``k`` participants (0 below 3: no one is interior):
+        :func:`privgames.mechanisms.sar.failure_probability`'s formulas, vectorized and for a
+        real-valued ``k`` (SPSA's fractional participation); equal to it at every integer
+        ``k >= 3`` (tested)."""
         k = np.asarray(k, dtype=float)
         if self.attacker == "weak":
             return np.maximum(k - 2.0, 0.0) / np.maximum(k, 1.0) * self.p**2

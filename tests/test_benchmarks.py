@@ -99,3 +99,12 @@ def test_results_table_judges_every_target(tmp_path):
     rate = float(figures["round.draws"]) / float(figures["round.raw_laplace_seconds"])
     floor = float(why["`apes-clip` at paper scale (s)"].split(" s on ")[0].split(": ")[-1])
     assert floor == pytest.approx(8.19e9 / rate / os.cpu_count(), rel=0.01)
+
+
+def test_learning_benchmark():
+    report = _report("bench_learning.py")
+    for learner in ("hedge", "exp3"):
+        for game in ("bas", "sar", "ppsp", "pricing"):
+            figures = report[learner][game]
+            assert _finite(figures["round_s"], figures["ratio_to_exp"])
+            assert figures["round_s"] > 0

@@ -227,3 +227,16 @@ def test_pricing_grid_has_the_opt_out_only_under_mle():
     mle = make_game(LearningConfig(game="pricing"), rng)
     mean = make_game(LearningConfig(game="pricing", aggregation="mean"), rng)
     assert np.isinf(mle.grid[-1]) and np.all(np.isfinite(mean.grid))
+
+
+@pytest.mark.parametrize("attacker", ["weak", "strong"])
+def test_sar_game_exposure_is_the_mechanisms_failure_probability(attacker):
+    """The game's vectorized exposure equals eq (31) / the corrected eq (32) of
+    ``mechanisms.sar`` at every participant count it can meet (0 below 3)."""
+    from privgames.mechanisms import sar
+
+    game = SARGame(15, 0.23, attacker)
+    expected = [sar.failure_probability(k, 0.23, attacker) if k >= 3 else 0.0
+                for k in range(1, 16)]
+    np.testing.assert_allclose(game.exposure(np.arange(1, 16)), expected, rtol=1e-12,
+                               atol=1e-15)
