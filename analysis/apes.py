@@ -175,7 +175,13 @@ register(Experiment(
 # --- bounds ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BoundsConfig:
-    """Central-epsilon bounds for ``n`` users with budgets from ``distribution``."""
+    """Central-epsilon bounds of one draw of personalized budgets.
+
+    Attributes:
+        n: users.
+        distribution: of their budgets (Table 2).
+        delta_s: the delta of the central bound.
+    """
 
     n: int = 10_000
     distribution: str = "uniform2"

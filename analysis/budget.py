@@ -138,7 +138,11 @@ PRINTED = 0.01
 
 @dataclass(frozen=True)
 class BoundsConfig:
-    """One of Tables 3-5 (``table``: 3, 4 or 5), computed exactly, with the literal readings."""
+    """One of Tables 3-5, computed exactly, with the literal readings.
+
+    Attributes:
+        table: the paper's table (3, 4 or 5).
+    """
 
     table: int = 3
 

@@ -108,6 +108,23 @@ def _budgets(args: argparse.Namespace) -> dict[str, float | None]:
             "max_work": args.max_work}
 
 
+class _RunHelp(argparse.Action):
+    """``privgames run NAME --help``: the options, then NAME's parameters (as ``show``)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show this help and, after NAME, "
+                         "the experiment's parameters; then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        parser.print_help()
+        if getattr(namespace, "name", None):
+            from privgames.analysis.parameters import show
+
+            print("\n" + show(experiments.get(namespace.name)))
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="privgames", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -126,13 +143,19 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--max-work", type=float, default=None, metavar="OPS",
                        help="refuse runs estimated to need more operations (default: none)")
 
-    run = sub.add_parser("run", help="run one experiment")
+    run = sub.add_parser("run", help="run one experiment", add_help=False)
+    run.add_argument("-h", "--help", action=_RunHelp)
     run.add_argument("name")
     run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     run.add_argument("--replications", type=_count, default=None,
                      help="Monte-Carlo draws per population")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     common(run)
+    show = sub.add_parser("show", help="an experiment's parameters (type, default, allowed "
+                          "values, meaning), its grid at both scales and the claims it judges")
+    show.add_argument("name")
+    show.add_argument("--out", type=Path, default=Path("results"),
+                      help="a results folder: the claims with the verdicts of its run")
     rep = sub.add_parser("reproduce", help="every experiment, figures and a Markdown report")
     common(rep)
     q = sub.add_parser("query", help="SQL over a results folder (the view is 'results')")
@@ -163,6 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(json.dumps(summary))
             else:
                 print(f"wrote {args.out / (args.name + '.parquet')} and the summary beside it")
+        elif args.command == "show":
+            from privgames.analysis.parameters import show
+
+            print(show(experiments.get(args.name), args.out))
         elif args.command == "reproduce":
             from privgames.analysis.report import reproduce
 

@@ -30,9 +30,16 @@ BLOCK = 1 << 18
 
 @dataclass(frozen=True)
 class AuditConfig:
-    """Attributes: n users; distribution of their budgets (Table 2); C the clip bound;
-    trials per data set; delta_s the delta of the bound audited; confidence of each
-    Clopper-Pearson bound (two-sided interval per rate)."""
+    """One audit of the shuffled Clip-Laplace reports.
+
+    Attributes:
+        n: users.
+        distribution: of their budgets (Table 2).
+        C: the clip bound.
+        trials: attacks per data set.
+        delta_s: the delta of the bound audited.
+        confidence: of each Clopper-Pearson bound (two-sided interval per rate).
+    """
 
     n: int = 100
     distribution: str = "uniform2"

@@ -17,6 +17,7 @@ from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
     Footprint,
+    check_bool,
     check_choice,
     check_int,
     check_real,
@@ -111,6 +112,8 @@ class CollusionConfig:
         method: the strategy, optionally with a protection (``geo/random``, ``geo/perturb``,
             ``geo/noisy-n``); without one the colluders know every budget.
         users: colluders (the paper's ``m``); queries: queries each (``w``).
+        epsilon, U_s, r, t: each colluder's total budget and the strategy's parameters
+            (``privgames.mechanisms.budget.allocate``).
         pool: ``query`` (each query's ``m`` answers) or ``all`` (all ``w m`` answers, when the
             queries are semantically the same).
         trials: independent attacks; epsilon_n: the budget of noisy-n's ``Lap(1/epsilon_n)``
@@ -136,9 +139,7 @@ class CollusionConfig:
         check_choice("pool", self.pool, POOLS)
         if self.epsilon_n is not None:
             check_real("epsilon_n", self.epsilon_n, 0.0, low_open=True)
-        if not isinstance(self.positive, bool):
-            raise ConfigError(f"positive={self.positive!r} is not allowed: positive must be "
-                              "true or false")
+        check_bool("positive", self.positive)
         strategy, _ = parse_method(self.method)
         allocate(strategy, self.queries, self.epsilon, self.r, self.t, self.U_s)
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from privgames.mechanisms.validation import (
+    Allowed,
     ConfigError,
+    check_bool,
     check_choice,
     check_grid,
     check_int,
@@ -14,8 +16,8 @@ from privgames.mechanisms.validation import (
     check_reals,
 )
 
-__all__ = ["ConfigError", "Footprint", "check_choice", "check_grid", "check_int", "check_real",
-           "check_reals"]
+__all__ = ["Allowed", "ConfigError", "Footprint", "check_bool", "check_choice", "check_grid",
+           "check_int", "check_real", "check_reals"]
 
 
 @dataclass(frozen=True)

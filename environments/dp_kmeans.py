@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from privgames.environments.base import Environment
 from privgames.environments.budget_queries import check_series
-from privgames.environments.config import ConfigError, Footprint, check_int
+from privgames.environments.config import Footprint, check_bool, check_int
 from privgames.environments.kmeans_data import (
     DEFAULTS,
     assignment_points,
@@ -71,9 +71,7 @@ class KMeansConfig:
         check_int("k", self.k, 1, points.shape[0])
         check_series("iterations", self.iterations, self.epsilon, self.r, self.t, self.U_s)
         check_int("repetitions", self.repetitions, 1)
-        if not isinstance(self.positive, bool):
-            raise ConfigError(f"positive={self.positive!r} is not allowed: positive must be "
-                              "true or false")
+        check_bool("positive", self.positive)
         self.budgets()
 
     def budgets(self) -> NDArray:

@@ -21,6 +21,7 @@ from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
     Footprint,
+    check_bool,
     check_choice,
     check_int,
     check_real,
@@ -128,9 +129,7 @@ class LearningConfig:
         check_choice("weighting", self.weighting, WEIGHTINGS)
         check_real("spread", self.spread, 1.0)
         check_choice("aggregation", self.aggregation, AGGREGATIONS)
-        if not isinstance(self.pricing, bool):
-            raise ConfigError(f"pricing={self.pricing!r} is not allowed: pricing must be true "
-                              "or false")
+        check_bool("pricing", self.pricing)
         check_real("alpha_mean", self.alpha_mean, 0.0, 1.0)
         check_real("alpha_std", self.alpha_std, 0.0)
 

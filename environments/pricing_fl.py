@@ -21,6 +21,7 @@ from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
     Footprint,
+    check_bool,
     check_choice,
     check_int,
     check_real,
@@ -55,6 +56,8 @@ class PricingConfig:
         alpha: the clients' sensitivities (N numbers in [0, 1]); ``None`` draws them from a
             normal with ``alpha_mean`` and ``alpha_std``, clipped to ``[alpha_floor,
             1 - alpha_floor]`` (the first-order conditions need ``alpha`` inside (0, 1)).
+        alpha_mean, alpha_std: mean and standard deviation of the drawn sensitivities.
+        alpha_floor: the drawn sensitivities are clipped to ``[alpha_floor, 1 - alpha_floor]``.
         kappa, L_F, c, S: the loss bound's constant and smoothness (eq 9), the Gaussian
             mechanism's constant and sensitivity (eq 4); all > 0.
         pricing: charge Definition 4's prices (with the corrected coefficients).
@@ -73,6 +76,8 @@ class PricingConfig:
             the answer), or one multiple for every client (a number > 0).
         tolerance: relative change below which the dynamics count as settled.
         replications: Monte-Carlo draws of the noisy updates for the payments.
+        eta, alpha_L, alpha_H: incomplete information's prior ``P(alpha_L) = eta`` (in (0, 1))
+            and its two types (``0 < alpha_L < alpha_H < 1``).
     """
 
     N: int = 10
@@ -119,9 +124,7 @@ class PricingConfig:
         check_real("alpha_floor", self.alpha_floor, 0.0, 0.5, low_open=True, high_open=True)
         for name in ("kappa", "L_F", "c", "S"):
             check_real(name, getattr(self, name), 0.0, low_open=True)
-        if not isinstance(self.pricing, bool):
-            raise ConfigError(f"pricing={self.pricing!r} is not allowed: pricing must be true "
-                              "or false")
+        check_bool("pricing", self.pricing)
         check_choice("aggregation", self.aggregation, AGGREGATIONS)
         check_choice("information", self.information, INFORMATION)
         check_int("rounds", self.rounds, 1)

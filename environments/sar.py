@@ -56,8 +56,8 @@ class SARConfig:
         Delta, delta: data bound and DP failure probability.
         noise: ``nash`` (the chain's equilibrium noise) or ``none`` (nobody adds noise).
         tolerance: a reconstruction succeeds when its RMS error is at most ``tolerance Delta``.
-        mitigation_p: probability ``p_p`` that an honest user uploads a ``stale`` (last
-            round's) or ``zero`` slice instead of the new one.
+        mitigation_p, mitigation: probability ``p_p`` that an honest user uploads a ``stale``
+            (last round's) or ``zero`` slice (``mitigation``) instead of the new one.
         rounds: rounds of the participation dynamics (``SARModel``).
         min_observations: neighbours a user must have seen before it may opt out.
         confidence: a user opts out when the lower confidence bound of ``p`` at this level

@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln
 
-from privgames.mechanisms.validation import ConfigError, check_int, check_real
+from privgames.mechanisms.validation import Allowed, ConfigError, check_int, check_real
 
 STRATEGIES = ("avg", "geo", "taylor", "flip-geo", "flip-taylor", "ac-geo", "ac-taylor",
               "bl-taylor", "ac-bl-taylor", "ac-flip-geo", "bisection", "cormode")
@@ -62,7 +62,12 @@ def geometric(n: int, r: float) -> NDArray:
 
 def taylor(n: int, t: float) -> NDArray:
     """Eq (12): ``k_i = t (ln 1/t)^(i-1) / (i-1)!``: the Poisson pmf with mean ``ln(1/t)`` at
-    ``i - 1`` (computed in log space, so any ``t`` and ``n`` are safe; uncalibrated)."""
+    ``i - 1`` (computed in log space, so any ``t`` > 0 and ``n`` are safe; uncalibrated).
+    Eq (16)'s default ``t`` underflows to 0 past ``n = 1491``: that is refused by name."""
+    if t <= 0.0:
+        raise ConfigError(f"t={t!r} is out of range: t must be in (0, 1); the default "
+                          f"t = e^(1 - (n+1)/2) underflows for n = {n} > 1491 terms: give t",
+                          "t", Allowed("real", 0.0, 1.0, True, True))
     lam = -math.log(t)
     i = np.arange(n, dtype=float)
     if lam == 0.0:

@@ -9,37 +9,85 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
 
 
+@dataclass(frozen=True)
+class Allowed:
+    """The values a validator accepts, for the command line's ``show`` and the pages' inputs.
+
+    Attributes:
+        kind: ``int``, ``real``, ``choice``, ``bool`` or ``list`` (of numbers).
+        low, high: the bounds (``None``: unbounded); ``low_open``/``high_open``: excluded.
+        choices: the allowed strings of a ``choice``.
+    """
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "bool":
+            return "true or false"
+        low = -math.inf if self.low is None else self.low
+        interval = _interval(low, self.high, not self.low_open, not self.high_open)
+        noun = {"int": "an integer", "real": "a number"}.get(self.kind, "a list of numbers, each")
+        return f"{noun} {interval}".rstrip()
+
+    def admits(self, value: float) -> bool:
+        """Whether a number lies within the bounds."""
+        above = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        below = self.high is None or (value < self.high if self.high_open
+                                      else value <= self.high)
+        return above and below
+
+
 class ConfigError(ValueError):
-    """A configuration value is missing, of the wrong type or out of range."""
+    """A configuration value is missing, of the wrong type or out of range.
+
+    Attributes:
+        parameter: the parameter at fault, where one is (``None`` otherwise).
+        allowed: what it accepts, where a validator knows (:class:`Allowed`).
+    """
+
+    def __init__(self, message: str, parameter: str | None = None,
+                 allowed: Allowed | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+        self.allowed = allowed
 
 
 def check_int(name: str, value: object, low: int, high: int | None = None) -> int:
     """An integer in ``[low, high]`` (``high=None``: no upper bound)."""
+    allowed = Allowed("int", low, high)
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise ConfigError(f"{name}={value!r} is not an integer: {name} must be an integer "
-                          f"{_interval(low, high, True, True)}")
-    if value < low or (high is not None and value > high):
-        raise ConfigError(f"{name}={value!r} is out of range: {name} must be an integer "
-                          f"{_interval(low, high, True, True)}")
+        raise ConfigError(f"{name}={value!r} is not an integer: {name} must be {allowed}",
+                          name, allowed)
+    if not allowed.admits(value):
+        raise ConfigError(f"{name}={value!r} is out of range: {name} must be {allowed}",
+                          name, allowed)
     return int(value)
 
 
 def check_real(name: str, value: object, low: float = -math.inf, high: float = math.inf,
                low_open: bool = False, high_open: bool = False) -> float:
     """A finite real number in the interval given by ``low``/``high`` and openness flags."""
+    allowed = Allowed("real", None if low == -math.inf else low,
+                      None if high == math.inf else high, low_open, high_open)
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
-        raise ConfigError(f"{name}={value!r} is not a finite number: {name} must be a number "
-                          f"{_interval(low, high, not low_open, not high_open)}")
-    bad_low = value <= low if low_open else value < low
-    bad_high = value >= high if high_open else value > high
-    if bad_low or bad_high:
+        raise ConfigError(f"{name}={value!r} is not a finite number: {name} must be {allowed}",
+                          name, allowed)
+    if not allowed.admits(value):
         raise ConfigError(f"{name}={value!r} is out of range: {name} must be "
-                          f"{_interval(low, high, not low_open, not high_open)}")
+                          f"{str(allowed).removeprefix('a number ')}", name, allowed)
     return float(value)
 
 
@@ -48,7 +96,8 @@ def check_reals(name: str, values: object, low: float = -math.inf,
     """A non-empty list of finite numbers, each ``>= low`` (or ``> low``)."""
     if isinstance(values, str) or not isinstance(values, Sequence) or len(values) == 0:
         raise ConfigError(f"{name}={values!r} is not a list: {name} must be a non-empty list "
-                          "of numbers")
+                          "of numbers", name, Allowed("list", None if low == -math.inf else low,
+                                                      low_open=low_open))
     for i, v in enumerate(values):
         check_real(f"{name}[{i}]", v, low, low_open=low_open)
     return tuple(float(v) for v in values)
@@ -56,15 +105,24 @@ def check_reals(name: str, values: object, low: float = -math.inf,
 
 def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     """One of the listed strings."""
-    if value not in choices:
-        raise ConfigError(f"{name}={value!r} is not allowed: {name} must be one of "
-                          + ", ".join(choices))
+    if not isinstance(value, str) or value not in choices:
+        allowed = Allowed("choice", choices=tuple(choices))
+        raise ConfigError(f"{name}={value!r} is not allowed: {name} must be {allowed}",
+                          name, allowed)
     return str(value)
+
+
+def check_bool(name: str, value: object) -> bool:
+    """``True`` or ``False`` (not a number or a string)."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} is not allowed: {name} must be true or false",
+                          name, Allowed("bool"))
+    return value
 
 
 def _interval(low: float, high: float | None, low_closed: bool, high_closed: bool) -> str:
     if high is None or high == math.inf:
-        return f"{'>=' if low_closed else '>'} {low}"
+        return "" if low == -math.inf else f"{'>=' if low_closed else '>'} {low}"
     if low == -math.inf:
         return f"{'<=' if high_closed else '<'} {high}"
     return f"in {'[' if low_closed else '('}{low}, {high}{']' if high_closed else ')'}"

@@ -173,3 +173,13 @@ def test_us_error_names_the_lemma3_bounds():
         B.allocate("ac-geo", 20, 1.0, U_s=1000.0)
     low, high = B.us_bounds("ac-geo", 20, 1.0)
     assert f"[{low}, {high}]" in str(err.value)
+
+
+def test_taylor_past_the_default_t_s_underflow_is_refused_by_name():
+    """Eq (16)'s default t = e^(1 - (n+1)/2) is 0.0 in floating point past n = 1491: the
+    series would be log(0); a given t still works there."""
+    assert B.taylor_t(1491) > 0.0 and B.taylor_t(1493) == 0.0
+    with pytest.raises(ConfigError) as err:
+        B.allocate("bl-taylor", 2000, 1.0)
+    assert err.value.parameter == "t"
+    assert B.allocate("bl-taylor", 2000, 1.0, t=1e-300).sum() == pytest.approx(1.0)
