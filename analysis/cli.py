@@ -94,6 +94,33 @@ def _address(address: str | None) -> str | None:
     return address
 
 
+def _port(text: str) -> int:
+    """``--port``: 1 to 65535."""
+    value = _count(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: it must be in [1, 65535]")
+    return value
+
+
+#: The pages ``privgames viz`` serves (``privgames.analysis.pages.PAGES``; listed here so the
+#: command line starts without importing the environments).
+PAGE_ROUTES = ("bas", "sar", "ppsp", "pricing", "kmeans", "apes", "learning")
+
+
+def _serve(args: argparse.Namespace) -> None:
+    if args.name is not None and args.name not in PAGE_ROUTES:
+        raise UsageError(f"viz {args.name!r}: unknown page; pages are " + ", ".join(PAGE_ROUTES))
+    if args.results is not None and not args.results.is_dir():
+        raise UsageError(f"--results {args.results}: not a folder")
+    if importlib.util.find_spec("solara") is None:
+        raise UsageError("privgames viz needs the pages' extra: pip install 'privgames[viz]'")
+    from privgames.analysis.viz import HOST, serve
+
+    page = "results" if args.name is None and args.results else (args.name or "")
+    print(f"privgames: serving http://{HOST}:{args.port}/{page} (Ctrl-C stops)", flush=True)
+    serve(args.port, args.results)
+
+
 def _one_line(message: str) -> str:
     """The message with control characters (a newline in a user's value) escaped."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message)
@@ -156,6 +183,13 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("name")
     show.add_argument("--out", type=Path, default=Path("results"),
                       help="a results folder: the claims with the verdicts of its run")
+    viz = sub.add_parser("viz", help="serve the interactive pages (Mesa SolaraViz) on "
+                         "127.0.0.1: one per environment, and a results browser")
+    viz.add_argument("name", nargs="?", default=None,
+                     help="the page to open first: " + ", ".join(PAGE_ROUTES))
+    viz.add_argument("--port", type=_port, default=8765, help="port (default 8765)")
+    viz.add_argument("--results", type=Path, default=None, metavar="DIR",
+                     help="a reproduce/run folder to browse on /results")
     rep = sub.add_parser("reproduce", help="every experiment, figures and a Markdown report")
     common(rep)
     q = sub.add_parser("query", help="SQL over a results folder (the view is 'results')")
@@ -190,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from privgames.analysis.parameters import show
 
             print(show(experiments.get(args.name), args.out))
+        elif args.command == "viz":
+            _serve(args)
         elif args.command == "reproduce":
             from privgames.analysis.report import reproduce
 

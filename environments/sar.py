@@ -493,6 +493,9 @@ class SARModel(Environment):
         beta: the users' preferences.
         users: the ``SARUser`` agents (an ``AgentSet``, by index); ``adversary``: the
             ``ColludingAdversary``.
+        attack: the last attacked round: participants' ``ids``, each slice's ``order``
+            (``(N, k)`` participant positions), ``colluding`` flags, the honest ``victims``
+            and ``success`` (``(victims, N)``: the slice was reconstructed); ``None`` before.
     """
 
     def __init__(self, config: SARConfig, seed: int | np.random.SeedSequence | None = None
@@ -505,6 +508,7 @@ class SARModel(Environment):
         self.adversary = ColludingAdversary(self, c.attacker)
         self.slices, self.sizes = _slice_index(c.d, c.N)
         self.round_stats: dict[str, float] = {}
+        self.attack: dict[str, NDArray] | None = None
         self.datacollector = mesa.DataCollector(model_reporters={
             key: (lambda m, key=key: m.round_stats[key])
             for key in ("participants", "success_rate", "exposed_fraction", "p_estimate",
@@ -533,6 +537,8 @@ class SARModel(Environment):
         data = self.rng.uniform(-c.Delta, c.Delta, (1, k, c.d))
         out = play_rounds(c, self.rng, self.beta[ids], colluding[None], victims[None], data)
         success = out["success"][0]  # (victims, N)
+        self.attack = {"ids": ids, "order": out["order"][0], "colluding": colluding,
+                       "victims": victims, "success": success}
         self.adversary.record(success)
         self._observe(participants, out["order"][0], colluding)
         threshold = colluder_threshold(k, c.attacker)

@@ -1,0 +1,193 @@
+"""The pages in a real browser: ``privgames viz`` served, Debian's Chromium driven by Playwright.
+
+Each page is loaded, one parameter changed (the seed, by keyboard on its slider), the model
+reset and stepped N times; every number the page shows must equal the same environment's own
+reading after N steps, built here from the page's inputs. Screenshots are kept in
+``PRIVGAMES_SCREENSHOTS`` (default: the test's temporary folder) and must not be blank.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+
+from privgames.analysis.pages import PAGES, PageModel, format_reading
+
+pytestmark = pytest.mark.browser
+CHROMIUM = "/usr/bin/chromium"
+STEPS = 3
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def results_folder(tmp_path_factory) -> Path:
+    from privgames.analysis import api
+
+    folder = tmp_path_factory.mktemp("results")
+    result = api.run("budget-us-bounds", workers=0, out=folder)
+    result.plot().savefig(folder / "budget-us-bounds.png", dpi=60)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(results_folder):
+    port = _free_port()
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "privgames.analysis", "viz", "--port",
+                             str(port), "--results", str(results_folder)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = started + 60
+    while time.perf_counter() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert proc.poll() is None, proc.communicate()[1]
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("privgames viz did not listen within 60 s")
+    print(f"page server listening after {time.perf_counter() - started:.2f} s")
+    yield port
+    proc.terminate()
+    _, err = proc.communicate(timeout=20)
+    assert "Traceback" not in err, err
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the test extra installs it")
+    assert Path(CHROMIUM).exists(), ".ci/run installs Debian's chromium"
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+    yield tab
+    tab.close()
+
+
+def _open(tab, port: int, route: str) -> None:
+    tab.goto(f"http://127.0.0.1:{port}/{route}")
+    tab.get_by_role("button", name="Step").wait_for(timeout=60_000)
+
+
+def _slider(tab, label: str):
+    return tab.get_by_role("slider", name=re.compile(rf"^{re.escape(label)}\b"))
+
+
+def _press(tab, label: str, key: str) -> None:
+    slider = _slider(tab, label)
+    slider.focus()
+    slider.press(key)
+
+
+def _reset_and_step(tab, steps: int) -> None:
+    tab.get_by_role("button", name="Reset").click()
+    tab.get_by_text("Step: 0", exact=True).wait_for()
+    for k in range(1, steps + 1):
+        tab.get_by_role("button", name="Step").click()
+        tab.get_by_text(f"Step: {k}", exact=True).wait_for(timeout=60_000)
+
+
+def _shown(tab, label: str) -> str:
+    row = tab.locator("tr", has=tab.get_by_text(label, exact=True))
+    return row.locator("td").nth(1).inner_text().strip()
+
+
+def _not_blank(path: Path) -> None:
+    pixels = matplotlib.image.imread(path)[..., :3]
+    colours = np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0)
+    assert colours.shape[0] > 50 and pixels.std() > 0.05, f"{path} looks blank"
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    folder = os.environ.get("PRIVGAMES_SCREENSHOTS")
+    return Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.mark.parametrize("route", list(PAGES))
+def test_a_page_shows_the_models_own_numbers_after_n_steps(server, page, route, shots):
+    spec = PAGES[route]
+    _open(page, server, route)
+    _press(page, "seed", "ArrowRight")  # seed 0 -> 1
+    _reset_and_step(page, STEPS)
+    page.wait_for_timeout(300)  # the figures follow the numbers in the same render
+    model = PageModel.of(spec)(seed=1, **spec.defaults())
+    for _ in range(STEPS):
+        model.step()
+    for label, value in spec.readings(model.env).items():
+        assert _shown(page, label) == format_reading(value), label
+    assert page.locator("img").count() >= 2  # the agents and the measurement
+    path = shots / f"page-{route}.png"
+    page.screenshot(path=path, full_page=True)
+    _not_blank(path)
+
+
+def test_a_bad_value_shows_the_configs_message_and_nothing_crashes(server, page):
+    _open(page, server, "bas")
+    _press(page, "K", "Home")  # K = 2
+    _press(page, "subsequences", "End")  # 10 sub-sequences of 2 users
+    page.get_by_role("button", name="Reset").click()
+    message = page.get_by_text(re.compile(r"privgames: error: subsequences=10 is out of range"))
+    message.wait_for()
+    assert "[1, 2]" in message.inner_text()
+    page.get_by_role("button", name="Step").click()  # stepping a refused model changes nothing
+    page.get_by_text("Step: 1", exact=True).wait_for()
+    assert message.is_visible()
+    _press(page, "subsequences", "Home")  # a good value again: the page recovers
+    _reset_and_step(page, 1)
+    assert _shown(page, "rounds") == "1"
+
+
+def test_the_server_listens_on_loopback_only(server):
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, port = local.split(":")
+            if state == "0A" and int(port, 16) == server:  # 0A: LISTEN
+                listening.append(address)
+    assert listening and set(listening) <= {"0100007F"}, listening  # 127.0.0.1
+
+
+def test_the_results_page_shows_a_figure_and_answers_a_query(server, page, results_folder,
+                                                             shots):
+    page.goto(f"http://127.0.0.1:{server}/results")
+    page.get_by_text("Results in").wait_for(timeout=60_000)
+    figure = page.locator("img").first
+    figure.wait_for()
+    assert figure.evaluate("img => img.naturalWidth") > 100
+    box = page.get_by_label(re.compile("SQL over the Parquet files"))
+    box.fill("SELECT COUNT(*) AS n_rows, MAX(N) AS largest_n FROM results")
+    box.press("Enter")
+    rows = pd.read_parquet(results_folder / "budget-us-bounds.parquet")
+    table = page.locator("table", has_text="n_rows")
+    table.wait_for()
+    assert table.locator("td").nth(0).inner_text().strip() == str(len(rows))
+    assert table.locator("td").nth(1).inner_text().strip() == str(rows["N"].max())
+    path = shots / "page-results.png"
+    page.screenshot(path=path, full_page=True)
+    _not_blank(path)
