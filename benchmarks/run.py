@@ -41,6 +41,10 @@ TARGETS = [
     ("bench_apes", "round.ratio_to_raw", ">=", 0.5, "APES round (n=10^4, d=7,850) vs raw"),
     ("bench_apes", "eon_numerical_s", "<", 1.0, "EoN numerical bound at n = 10^6 (s)"),
     ("bench_budget", "ratio_to_sklearn_lloyd", ">=", 1.0, "DP k-means vs scikit-learn's Lloyd"),
+    ("bench_pages", "start_s", "<", 5.0, "`privgames viz` listening (s)"),
+    *[("bench_pages", f"redraw_s.{page}", "<", 0.5, f"page `{page}`: a 1,000-agent step "
+       "redrawn (s)") for page in ("bas", "sar", "ppsp", "pricing", "kmeans", "apes",
+                                     "learning")],
 ]
 
 

@@ -108,3 +108,10 @@ def test_learning_benchmark():
             figures = report[learner][game]
             assert _finite(figures["round_s"], figures["ratio_to_exp"])
             assert figures["round_s"] > 0
+
+
+def test_pages_benchmark():
+    report = _report("bench_pages.py")
+    assert _finite(report["start_s"], *report["redraw_s"].values())
+    assert set(report["redraw_s"]) == {"bas", "sar", "ppsp", "pricing", "kmeans", "apes",
+                                       "learning"}

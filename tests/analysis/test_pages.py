@@ -1,0 +1,103 @@
+"""The pages without a browser: their inputs are what the configs accept, their models step and
+draw from the first round, a refused value leaves a message and no model."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import numpy as np
+import pytest
+
+from privgames.analysis.pages import PAGES, PageModel, format_reading
+from privgames.environments.config import ConfigError
+
+ROUTES = list(PAGES)
+
+
+def _values(page, **changes):
+    base = {f.name: f.default for f in dataclasses.fields(page.config_type)}
+    return {**base, **page.fixed, **changes}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_every_input_s_ends_are_accepted_by_the_config(route):
+    """A slider's ends, every select's choices and a checkbox's two values build a config
+    (nothing the page offers is refused for that parameter's own range)."""
+    page = PAGES[route]
+    for name, spec in page.model_params().items():
+        if name == "seed":
+            continue
+        if spec["type"] in ("SliderInt", "SliderFloat"):
+            offered = [spec["min"], spec["max"]]
+        elif spec["type"] == "Select":
+            offered = spec["values"]
+        elif spec["type"] == "Checkbox":
+            offered = [True, False]
+        else:
+            continue
+        for value in offered:
+            try:
+                page.config_type(**_values(page, **{name: value}))
+            except ConfigError as err:
+                assert err.parameter != name, f"{route}: {name}={value!r} offered but refused"
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_page_model_steps_and_draws_from_its_first_round(route):
+    page = PAGES[route]
+    model = PageModel.of(page)(seed=3, **page.defaults())
+    assert model.error is None
+    for steps in (0, 2):
+        while model.env.steps < steps:
+            model.step()
+        for draw in (page.agents, page.measures):
+            figure = draw(model.env)
+            assert any(ax.has_data() for ax in figure.axes), (route, steps, draw.__name__)
+        first = next(iter(page.readings(model.env).values()))
+        assert first == steps  # the rounds (or steps) done come first
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_the_same_seed_gives_the_same_page_and_another_seed_another(route):
+    page = PAGES[route]
+
+    def shown(seed):
+        model = PageModel.of(page)(seed=seed, **page.defaults())
+        for _ in range(2):
+            model.step()
+        png = io.BytesIO()
+        page.agents(model.env).savefig(png, format="png", metadata={"Software": None})
+        return [format_reading(v) for v in page.readings(model.env).values()], png.getvalue()
+
+    assert shown(5) == shown(5)
+    assert shown(5) != shown(6)
+
+
+def test_a_refused_value_leaves_the_config_s_message_and_stepping_does_nothing():
+    page = PAGES["bas"]
+    model = PageModel.of(page)(**{**page.defaults(), "K": 2, "subsequences": 5})
+    assert model.env is None and not model.running
+    assert model.error.startswith("subsequences=5 is out of range")
+    model.step()
+    assert model.env is None
+
+
+def test_text_inputs_take_json():
+    page = PAGES["ppsp"]
+    model = PageModel.of(page)(**{**page.defaults(), "leave_node": "4", "join_at": "null"})
+    assert model.env.config.leave_node == 4 and model.env.config.join_at is None
+
+
+def test_the_pricing_page_draws_clients_who_opt_out():
+    """Under the MLE rule without prices clients free-ride: the page keeps them visible."""
+    page = PAGES["pricing"]
+    model = PageModel.of(page)(**{**page.defaults(), "N": 6, "rounds": 300})
+    while model.running:
+        model.step()
+    out = int(np.isinf(model.env.sigma).sum())
+    assert out > 0
+    assert page.readings(model.env)["participants"] == 6 - out
+    figure = page.agents(model.env)
+    dotted = [c for c in figure.axes[0].collections if c.get_label() == "opted out (σ = ∞)"]
+    assert len(dotted[0].get_segments()) == out
