@@ -320,6 +320,11 @@ def ppsp_measures(env: PPSPModel) -> Figure:
     ax.plot(steps, error, label=f"measured (mean of {env.config.replications} rings)")
     exact = [env.exact_error(k) for k in steps]
     ax.plot(steps, exact, **THEORY, label="exact formula (static Gaussian ring)")
+    c = env.config
+    for at, what in ((c.leave_at, f"node {c.leave_node} leaves"),
+                     (c.join_at, f"node {c.join_node} joins")):
+        if at is not None and at < env.steps:
+            ax.axvline(at + 1, color="#d95f02", linewidth=0.8, linestyle=":", label=what)
     ax.set(xlabel="step", ylabel="Σ_i |y_i − Σ secrets|", yscale="log",
            title="estimator error against the exact formula")
     ax.legend(fontsize="small")
