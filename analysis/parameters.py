@@ -23,8 +23,9 @@ from privgames.analysis.experiments import Experiment
 from privgames.environments.config import Allowed, ConfigError
 
 #: A field's head in an ``Attributes:`` block: one or more names (in double backticks or
-#: not), an optional parenthesis, a colon; at a line's start or after a sentence or a ``;``.
-_HEAD = re.compile(r"(?:(?<=\n)|(?<=\. )|(?<=; ))\s*((?:``)?[A-Za-z_]\w*(?:``)?"
+#: not), an optional parenthesis, a colon; at an entry's start (an unindented line of the
+#: dedented block, not a continuation line) or after a sentence or a ``;``.
+_HEAD = re.compile(r"(?:(?<=\n)|(?<=\. )|(?<=; ))((?:``)?[A-Za-z_]\w*(?:``)?"
                    r"(?:,\s+(?:``)?[A-Za-z_]\w*(?:``)?)*)(?: \([^)]*\))?:\s")
 
 

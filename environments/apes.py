@@ -54,8 +54,8 @@ class APESConfig:
             shuffler), ``apes`` (Clip-Laplace, shuffler, calibration), ``s-apes`` (APES with
             sparsification).
         C: clip bound of every gradient coordinate (``Delta f = 2C``, ``lambda_i = 2C/eps_i``).
-        b_ratio: S-APES's share ``b/d`` of dimensions sent (``b = max(1, round(b_ratio d))``);
-            sparsify: ``post`` (top-b after perturbation, Algorithm 2) or ``random``.
+        b_ratio: S-APES's share ``b/d`` of dimensions sent (``b = max(1, round(b_ratio d))``).
+        sparsify: ``post`` (top-b after perturbation, Algorithm 2) or ``random``.
         rounds, lr: training rounds and step size. samples: training samples per user (drawn
             with replacement from half the data; the other half is the test set).
         data: ``None`` for scikit-learn's digits, or an MNIST ``.npz`` / IDX folder.
