@@ -33,14 +33,18 @@ def _start_seconds() -> float:
         port = s.getsockname()[1]
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "privgames.analysis", "viz", "--port",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
     try:
-        while True:
+        while time.perf_counter() - started < 60:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
                 return time.perf_counter() - started
             except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"privgames viz exited: {proc.stderr.read()}") from None
                 time.sleep(0.02)
+        raise RuntimeError("privgames viz did not listen within 60 s")
     finally:
         proc.terminate()
         proc.wait()
