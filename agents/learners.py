@@ -105,6 +105,17 @@ def make_learner(name: str, damping: float = 0.5) -> Learner:
 FEEDBACK = ("full", "bandit")
 
 
+def resolve_feedback(learner: str, feedback: str) -> str:
+    """The feedback a grid learner gets: ``auto`` is its own kind (full information for
+    fictitious play, Hedge, regret matching and best response; bandit for EXP3 and SPSA); a
+    kind it cannot learn from is refused by name."""
+    kinds = GRID_LEARNERS[learner].feedback_kinds
+    if feedback not in ("auto", *kinds):
+        raise ConfigError(f"feedback={feedback!r} is not allowed with learner={learner!r}: it "
+                          "learns from " + " or ".join(kinds) + " feedback")
+    return kinds[0] if feedback == "auto" else feedback
+
+
 class GridLearner(ABC):
     """``n`` agents, each choosing an action of ``grid`` every round, their states in arrays.
 
@@ -153,6 +164,11 @@ class GridLearner(ABC):
     def mode(self) -> NDArray:
         """Each agent's most likely action now, ``(n,)`` indices into ``grid``."""
         return np.argmax(self.probabilities(), axis=1)
+
+    def current(self) -> NDArray:
+        """Each agent's strategy now as one action value (the last iterate): its most likely
+        grid action."""
+        return self.grid[self.mode()]
 
     def act(self, rng: np.random.Generator) -> NDArray:
         """Every agent's action value this round, drawn from its mixed strategy (one uniform
@@ -365,6 +381,9 @@ class SPSA(GridLearner):
         lo, hi = self.interval
         return lo + self.x * (hi - lo)
 
+    def current(self) -> NDArray:
+        return self.values()
+
 
 #: Name -> learner class of the learning-dynamics learners.
 GRID_LEARNERS: dict[str, type[GridLearner]] = {
@@ -379,9 +398,7 @@ def make_grid_learner(name: str, grid: ArrayLike, agents: int, rounds: int,
     and cost scales; ``eta``, the step size, only for ``hedge``, ``exp3`` (its weights' rate)
     and ``spsa`` (its gain ``a``)."""
     kind = GRID_LEARNERS[check_choice("learner", name, tuple(GRID_LEARNERS))]
-    if feedback not in kind.feedback_kinds:
-        raise ConfigError(f"feedback={feedback!r} is not allowed with learner={name!r}: it "
-                          "learns from " + " or ".join(kind.feedback_kinds) + " feedback")
+    feedback = resolve_feedback(name, check_choice("feedback", feedback, FEEDBACK))
     scales = {"span": span, "low": low, "high": high}
     if eta is not None and kind in (Hedge, EXP3):
         return kind(grid, agents, rounds, feedback, eta=eta, **scales)

@@ -62,6 +62,10 @@ def chain_unit(config: BASChainConfig, seed: np.random.SeedSequence) -> pd.DataF
          "value": math.nan if rounds is None else float(rounds)}
         for metric, rounds in (("rounds_to_converge", model.rounds_to_converge()),
                                ("rounds_to_settle", model.rounds_to_settle()))])
+    if model.experience is not None:
+        converge.loc[len(converge)] = {"round": last, "method": "chained",
+                                       "metric": "grid_nash_distance",
+                                       "value": model.grid_distance()}
     rows = pd.concat([trajectory, final, *profiles, converge], ignore_index=True)
     return rows.astype({"position": "Int64"})[["round", "method", "metric", "position", "value"]]
 
@@ -71,6 +75,7 @@ def chain_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
     last = rows[(rows["metric"] == "distance") & (rows["round"] == params["rounds"])]
     rtc = rows.loc[rows["metric"] == "rounds_to_converge", "value"]
     settle = rows.loc[rows["metric"] == "rounds_to_settle", "value"]
+    grid = rows.loc[rows["metric"] == "grid_nash_distance", "value"]
     summary: dict[str, Any] = {
         "predicted_sigma2": mean_profile(rows, "nash"),
         "learned_sigma2": mean_profile(rows, "chained"),
@@ -78,6 +83,10 @@ def chain_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
         "rounds_to_settle": None if settle.isna().any() else int(settle.max()),
         "final_distance": float(last["value"].max()),
         "populations": int(rows["population"].nunique()),
+        "learner": params["learner"],
+        "feedback": BASChainConfig(learner=params["learner"],
+                                   feedback=params["feedback"]).resolved_feedback,
+        "final_distance_grid_nash": None if grid.empty else float(grid.max()),
     }
     for r in pooled(rows, "mse").itertuples():
         summary[f"mse_{r.method}"] = r.mse
@@ -143,6 +152,12 @@ def chain_claims(s: Mapping[str, Any]) -> list[Claim]:
     out = [Claim("Theorem 1: best responses reach the NE (m max beta, 0, ..., 0); "
                  "relative distance after the last round", 0.0, s["final_distance"],
                  tolerance=s["parameters"]["tolerance"])]
+    if s.get("final_distance_grid_nash") is not None:  # learners from experience (issue 21)
+        out.append(Claim(f"{s['learner']} ({s['feedback']} feedback) reaches the chain's grid "
+                         "NE, each user best-responding to the levels above it (relative "
+                         "distance; tolerance one grid step)", 0.0,
+                         s["final_distance_grid_nash"],
+                         tolerance=1.0 / (s["parameters"]["grid_points"] - 1)))
     for method in METHODS:
         out.append(Claim(f"eq (9): MSE of the {LABELS[method]} profile",
                          s[f"mse_{method}_predicted"], s[f"mse_{method}"],

@@ -521,8 +521,8 @@ def learning_readings(env: LearningModel) -> dict[str, float]:
 
 PAGES: dict[str, Page] = {page.route: page for page in (
     Page("bas", "BAS chain", BASChainModel, BASChainConfig,
-         ("K", "d", "beta_max", "learner", "damping", "observation", "prior", "subsequences",
-          "split", "rounds"),
+         ("K", "d", "beta_max", "learner", "feedback", "damping", "observation", "prior",
+          "subsequences", "split", "rounds"),
          bas_agents, bas_measures, bas_readings, fixed={"rounds": 100},
          display_max={"K": 1000, "d": 500, "beta_max": 5.0, "rounds": 500}),
     Page("sar", "SAR slicing", SARModel, SARConfig,

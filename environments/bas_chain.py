@@ -14,7 +14,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privgames.agents.chain_user import ChainUser
-from privgames.agents.learners import LEARNERS, make_learner
+from privgames.agents.learners import (
+    GRID_LEARNERS,
+    LEARNERS,
+    GridLearner,
+    make_grid_learner,
+    make_learner,
+    resolve_feedback,
+)
 from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
@@ -24,6 +31,7 @@ from privgames.environments.config import (
     check_real,
     check_reals,
 )
+from privgames.environments.streams import child, generator
 from privgames.mechanisms.chain import (
     SAMPLINGS,
     bas_order,
@@ -36,7 +44,12 @@ from privgames.mechanisms.chain import (
     split_sequence,
     user_costs,
 )
+from privgames.mechanisms.learning_games import BASGame
 
+#: Learners from experience on a grid of variances (issue 21; ``best_response`` and ``damped``
+#: stay the continuous learners of Theorem 1's dynamics).
+EXPERIENCE = tuple(name for name in GRID_LEARNERS if name not in LEARNERS)
+FEEDBACKS = ("auto", "full", "bandit")
 OBSERVATIONS = ("exact", "estimated")
 PRIORS = ("bids", "none")
 SPLITS = ("random", "sorted")
@@ -55,7 +68,15 @@ class BASChainConfig:
         delta: the shared DP failure probability, in (0, 1).
         Delta: per-coordinate data bound, data lie in ``[-Delta, Delta]``.
         rounds: learning rounds.
-        learner: ``best_response`` or ``damped``; ``damping`` is the damped learner's rate.
+        learner: ``best_response`` or ``damped`` (continuous, from the upstream variance;
+            ``damping`` is the damped learner's rate), or a learner from experience on a grid
+            of ``grid_points`` variances over ``[0, m max beta]`` (``fictitious``, ``hedge``,
+            ``regret_matching``: full information; ``exp3``, ``spsa``: bandit), the
+            ``learning-dynamics`` learners, playing every sub-sequence's chain.
+        feedback: a grid learner's: ``full`` (the cost of every grid variance given the
+            others), ``bandit`` (its own realized cost, the release's squared error in place of
+            its variance) or ``auto`` (the learner's own kind).
+        grid_points: the grid learners' variances.
         observation: followers see the upstream variance ``exact`` or only the data
             (``estimated``, section VIII).
         prior: the first user's initial belief of the followers' level: ``none`` (it learns
@@ -81,6 +102,8 @@ class BASChainConfig:
     Delta: float = 1.0
     rounds: int = 20
     learner: str = "best_response"
+    feedback: str = "auto"
+    grid_points: int = 21
     damping: float = 0.5
     observation: str = "exact"
     prior: str = "none"
@@ -90,6 +113,13 @@ class BASChainConfig:
     settle: float = 1e-9
     replications: int = 1000
     sampling: str = "per-user"
+
+    @property
+    def resolved_feedback(self) -> str | None:
+        """A grid learner's feedback (``auto``: its own kind); ``None`` for the continuous
+        learners, which observe the upstream variance."""
+        return resolve_feedback(self.learner, self.feedback) if self.learner in EXPERIENCE \
+            else None
 
     def footprint(self) -> Footprint:
         """Data ``K x d``, the agents and their per-round records, one 64 MiB noise chunk
@@ -116,9 +146,20 @@ class BASChainConfig:
         check_real("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
         check_real("Delta", self.Delta, 0.0, low_open=True)
         check_int("rounds", self.rounds, 1)
-        check_choice("learner", self.learner, LEARNERS)
+        check_choice("learner", self.learner, LEARNERS + EXPERIENCE)
+        check_choice("feedback", self.feedback, FEEDBACKS)
+        if self.learner in LEARNERS and self.feedback != "auto":
+            raise ConfigError(f"feedback={self.feedback!r} is not allowed with learner="
+                              f"{self.learner!r}: it observes the upstream variance; the grid "
+                              f"learners ({', '.join(EXPERIENCE)}) take feedback")
+        if self.learner in EXPERIENCE:
+            resolve_feedback(self.learner, self.feedback)
+        check_int("grid_points", self.grid_points, 2)
         check_real("damping", self.damping, 0.0, 1.0, low_open=True)
         check_choice("observation", self.observation, OBSERVATIONS)
+        if self.learner in EXPERIENCE and self.observation != "exact":
+            raise ConfigError(f"observation={self.observation!r} is not allowed with learner="
+                              f"{self.learner!r}: a grid learner observes costs, not the data")
         check_choice("prior", self.prior, PRIORS)
         check_int("subsequences", self.subsequences, 1, self.K)
         check_choice("split", self.split, SPLITS)
@@ -150,10 +191,11 @@ class BASChainModel(Environment):
         self.users = list(ChainUser.create_agents(
             self, c.K, beta=list(self.beta), bid=list(bids),
             sigma2=list(ldp_variances(self.beta)),  # before learning, everyone plays alone
-            learner=make_learner(c.learner, c.damping)))
+            learner=None if c.learner in EXPERIENCE else make_learner(c.learner, c.damping)))
         groups = split_sequence(self.beta, c.subsequences, c.split, self.rng)
         self.sequences = [g[bas_order(bids[g], self.rng)] for g in groups]
         self.order = np.concatenate(self.sequences)
+        self.experience = self._grid_learners() if c.learner in EXPERIENCE else None
         for seq in self.sequences:
             if c.prior == "bids" and seq.size > 1:
                 # Mechanism 1: the followers top up to Theorem 1's level of their bids
@@ -178,12 +220,45 @@ class BASChainModel(Environment):
             raise ConfigError(f"data has entries outside [-Delta, Delta] = [-{c.Delta}, {c.Delta}]")
         return x
 
+    def _grid_learners(self) -> GridLearner:
+        """The users' learners from experience, one row per user in sequence order: each
+        sub-sequence is a BAS grid game (``mechanisms.learning_games.BASGame``) on one grid
+        over ``[0, m max beta]``. Their draws and the releases they observe have their own
+        streams, so the continuous learners' runs are unchanged."""
+        c = self.config
+        base = self.rng.bit_generator.seed_seq
+        scales, self._act_rng, self._release_rng = (generator(child(base, k))
+                                                    for k in (1, 2, 3))
+        grid = BASGame(self.beta, c.d, c.grid_points).grid
+        self.games = [BASGame(self.beta[seq], c.d, grid=grid) for seq in self.sequences]
+        span, low, high = (np.concatenate(part) for part in
+                           zip(*(g.scales(scales) for g in self.games), strict=True))
+        return make_grid_learner(c.learner, grid, c.K, c.rounds, c.resolved_feedback, span, low,
+                                 high)
+
     # --- protocol -------------------------------------------------------------------------
     def step(self) -> None:
-        """One learning round: every sub-sequence runs Stage 3 of BAS once."""
-        for seq in self.sequences:
-            self._play(seq)
+        """One learning round: every sub-sequence runs Stage 3 of BAS once (a grid learner:
+        every user draws its variance, the chains run, each learns from its feedback)."""
+        if self.experience is not None:
+            self._learn_from_experience()
+        else:
+            for seq in self.sequences:
+                self._play(seq)
         self.datacollector.collect(self)
+
+    def _learn_from_experience(self) -> None:
+        values = self.experience.act(self._act_rng)  # in sequence order
+        parts = [values[s] for s in self._slices()]
+        if self.experience.feedback == "full":
+            feedback = np.concatenate([g.costs(v) for g, v in zip(self.games, parts,
+                                                                   strict=True)])
+        else:
+            feedback = np.concatenate([g.realized(v, self._release_rng)
+                                       for g, v in zip(self.games, parts, strict=True)])
+        self.experience.observe(feedback)
+        for k, v in zip(self.order, values, strict=True):
+            self.users[k].sigma2 = float(v)
 
     def _play(self, seq: NDArray) -> None:
         first = self.users[seq[0]]
@@ -220,6 +295,17 @@ class BASChainModel(Environment):
         """Largest deviation from the NE, relative to the largest NE variance."""
         nash = self._predicted["nash"]
         return float(np.max(np.abs(self.learned() - nash)) / max(nash.max(), 1e-300))
+
+    def grid_distance(self) -> float | None:
+        """A grid learner's last iterate (each user's most likely variance; ``learned`` is what
+        they played) against its grid game's NE (each user best-responding on the grid to the
+        levels above it, ``BASGame``), relative to the largest NE variance;
+        ``None`` for the continuous learners."""
+        if self.experience is None:
+            return None
+        nash = np.concatenate([g.references()["nash"] for g in self.games])
+        last = self.experience.current()  # the last iterate, in sequence order
+        return float(np.max(np.abs(last - nash)) / max(nash.max(), 1e-300))
 
     def rounds_to_converge(self) -> int | None:
         """First round from which the distance stays below ``tolerance``; None if never."""

@@ -16,7 +16,7 @@ import mesa
 import numpy as np
 from numpy.typing import NDArray
 
-from privgames.agents.learners import GRID_LEARNERS, SPSA, make_grid_learner
+from privgames.agents.learners import GRID_LEARNERS, SPSA, make_grid_learner, resolve_feedback
 from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
@@ -103,10 +103,7 @@ class LearningConfig:
         check_choice("game", self.game, GAMES)
         check_choice("learner", self.learner, tuple(GRID_LEARNERS))
         check_choice("feedback", self.feedback, FEEDBACKS)
-        kinds = GRID_LEARNERS[self.learner].feedback_kinds
-        if self.feedback not in ("auto", *kinds):
-            raise ConfigError(f"feedback={self.feedback!r} is not allowed with learner="
-                              f"{self.learner!r}: it learns from {' or '.join(kinds)} feedback")
+        resolve_feedback(self.learner, self.feedback)
         check_int("agents", self.agents, 3)
         check_int("rounds", self.rounds, 2)
         check_int("grid_points", self.grid_points, 2)
@@ -136,8 +133,7 @@ class LearningConfig:
     @property
     def resolved_feedback(self) -> str:
         """The feedback the learner gets (``auto``: its own kind)."""
-        kinds = GRID_LEARNERS[self.learner].feedback_kinds
-        return kinds[0] if self.feedback == "auto" else self.feedback
+        return resolve_feedback(self.learner, self.feedback)
 
 
 def make_game(config: LearningConfig, rng: np.random.Generator) -> GridGame:
@@ -206,7 +202,7 @@ class LearningModel(Environment):
         self._mixed_total = np.zeros(g.n)  # of the learner's expected cost (its own draw)
         self._played_total = np.zeros(g.n)  # of the realized action's expected cost
         self._social_total, self._social_rounds = 0.0, 0
-        self._iterate = self._current_iterate()
+        self._iterate = self.learner.current()
         self.last_change = 0
         self.datacollector = mesa.DataCollector(model_reporters={
             "distance": LearningModel.distance, "nash_gap": LearningModel.nash_gap,
@@ -235,7 +231,7 @@ class LearningModel(Environment):
             self._social_rounds += 1
         self.played = values
         self.history[self.steps - 1] = values
-        mode = self._current_iterate()
+        mode = self.learner.current()
         if not np.array_equal(mode, self._iterate):
             self._iterate, self.last_change = mode, self.steps
         self.datacollector.collect(self)
@@ -255,10 +251,6 @@ class LearningModel(Environment):
         current level), as of the last round."""
         return self._iterate
 
-    def _current_iterate(self) -> NDArray:
-        if isinstance(self.learner, SPSA):
-            return self.learner.values()
-        return self.game.grid[self.learner.mode()]
 
     def distance(self) -> float:
         """Distance of the last iterate to the predicted profile (fraction of the grid)."""

@@ -80,3 +80,17 @@ def test_reproduce_writes_figures_and_a_report_with_verdicts(tmp_path):
     assert papers.count("**fails**") == papers.count("see errata")
     assert len(papers) < len(body)  # the learning-dynamics section was found and set apart
     assert "Predicted (eq 9) vs measured MSE" not in report
+
+
+def test_bas_chain_takes_a_learner_from_experience_on_the_command_line(tmp_path, capsys):
+    """``learner=`` and ``feedback=`` (issue 21): the summary says which, and measures the
+    learned chain against both Theorem 1's NE and the grid game's NE (fictitious play reaches
+    the latter; the users do not anticipate their followers, so not the former)."""
+    assert main(["run", "bas-chain", "--set", "learner=fictitious", "--set", "rounds=200",
+                 "--set", "K=6", "--workers", "0", "--json", "--out", str(tmp_path)]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert (s["learner"], s["feedback"]) == ("fictitious", "full")
+    assert s["final_distance_grid_nash"] == 0.0 and s["final_distance"] > 0.1
+    assert main(["run", "bas-chain", "--set", "learner=hedge", "--set", "feedback=bandit",
+                 "--workers", "0", "--out", str(tmp_path)]) == 2
+    assert "feedback='bandit' is not allowed with learner='hedge'" in capsys.readouterr().err

@@ -133,3 +133,56 @@ def test_supplied_data_is_validated():
         BASChainModel(cfg, seed=0, data=np.full((2, 3), 2.0))
     x = np.full((2, 3), 0.5)
     assert np.array_equal(BASChainModel(cfg, seed=0, data=x).data, x)
+
+
+# --- learners from experience in the chain (issue 21) ------------------------------------------
+@pytest.mark.parametrize("learner", ["fictitious", "regret_matching"])
+@pytest.mark.parametrize("subsequences", [1, 2])
+def test_full_information_learners_reach_a_grid_nash_equilibrium_of_the_chain(learner,
+                                                                            subsequences):
+    """Checked by brute force with eq (14)'s own costs (``chain.user_costs``): after learning,
+    no user of any sub-sequence lowers its cost by moving to another grid variance while the
+    others keep theirs."""
+    cfg = BASChainConfig(K=8, learner=learner, rounds=400, subsequences=subsequences,
+                         grid_points=11)
+    model = BASChainModel(cfg, seed=4).run()
+    grid = model.experience.grid
+    last = model.experience.current()
+    ends = np.cumsum([s.size for s in model.sequences])
+    for seq, end in zip(model.sequences, ends, strict=True):
+        part = last[end - seq.size: end].copy()
+        beta = model.beta[seq]
+        for k in range(seq.size):
+            own = chain.user_costs(part, beta)[k]
+            for g in grid:
+                trial = part.copy()
+                trial[k] = g
+                assert chain.user_costs(trial, beta)[k] >= own - 1e-12, (k, g)
+    assert model.grid_distance() == 0.0
+
+
+def test_grid_learners_in_the_chain_are_reproducible_and_play_the_grid():
+    cfg = BASChainConfig(K=6, learner="exp3", rounds=50)
+    a, b = (BASChainModel(cfg, seed=9).run() for _ in range(2))
+    assert np.array_equal(a.learned(), b.learned())
+    assert np.isin(a.learned(), a.experience.grid).all()
+    assert a.experience.feedback == "bandit" and cfg.resolved_feedback == "bandit"
+
+
+def test_the_continuous_learners_do_not_touch_the_grid_streams():
+    """A run with the continuous best response is the same whatever the grid settings."""
+    base = BASChainModel(BASChainConfig(K=6, rounds=5), seed=2).run()
+    other = BASChainModel(BASChainConfig(K=6, rounds=5, grid_points=5), seed=2).run()
+    assert np.array_equal(base.learned(), other.learned()) and base.experience is None
+
+
+@pytest.mark.parametrize("changes, parameter", [
+    ({"learner": "hedge", "feedback": "bandit"}, "feedback"),
+    ({"learner": "best_response", "feedback": "full"}, "feedback"),
+    ({"learner": "hedge", "observation": "estimated"}, "observation"),
+    ({"learner": "hedge", "grid_points": 1}, "grid_points"),
+    ({"learner": "nope"}, "learner"),
+])
+def test_bad_learner_settings_name_the_parameter(changes, parameter):
+    with pytest.raises(ConfigError, match=f"^{parameter}="):
+        BASChainConfig(**changes)
