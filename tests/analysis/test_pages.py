@@ -11,6 +11,7 @@ import pytest
 
 from privgames.analysis.pages import PAGES, PageModel, format_reading
 from privgames.environments.config import ConfigError
+from privgames.environments.sar import SARConfig
 
 ROUTES = list(PAGES)
 
@@ -101,3 +102,16 @@ def test_the_pricing_page_draws_clients_who_opt_out():
     figure = page.agents(model.env)
     dotted = [c for c in figure.axes[0].collections if c.get_label() == "opted out (σ = ∞)"]
     assert len(dotted[0].get_segments()) == out
+
+
+def test_the_sar_page_judges_attacks_at_the_users_still_taking_part():
+    """Eq (31)/(32) depend on the participants' count: once users opt out, the page's theory
+    is the config's prediction at that count, not at the configured K."""
+    page = PAGES["sar"]
+    model = PageModel.of(page)(**{**page.defaults(), "p": 0.2, "min_observations": 5})
+    while model.running and model.env.round_stats.get("participants", 30) == 30:
+        model.step()
+    k = int(model.env.round_stats["participants"])
+    assert 3 <= k < 30
+    expected = SARConfig(**{**_values(page), "p": 0.2, "K": k}).predicted()
+    assert page.readings(model.env)["eq (31)/(32)"] == expected["failure_probability"]

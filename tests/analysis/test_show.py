@@ -66,9 +66,14 @@ def test_every_parameter_has_a_meaning_and_the_range_is_what_set_accepts(name):
             with pytest.raises(ConfigError) as err:
                 experiment.resolve({p.name: value})
             assert err.value.parameter.split("[")[0] == p.name
-            if not (a.low_open if outside < 0 else a.high_open) and math.isfinite(end):
+            at_end = int(end) if a.kind == "int" else end
+            if a.low_open if outside < 0 else a.high_open:  # an open end is refused itself
+                with pytest.raises(ConfigError) as err:
+                    experiment.resolve({p.name: at_end})
+                assert err.value.parameter.split("[")[0] == p.name
+            elif math.isfinite(end):
                 try:
-                    experiment.resolve({p.name: int(end) if a.kind == "int" else end})
+                    experiment.resolve({p.name: at_end})
                 except ConfigError as refused:  # another parameter's constraint, not this range
                     assert refused.parameter != p.name, str(refused)
 
@@ -78,15 +83,20 @@ def test_meanings_read_grouped_and_inline_entries():
     class Config:
         """Attributes:
             a, b: the two ends (a < b). c: a count; ``d``: a flag (one of x, y).
+            e: a long entry whose continuation line begins with a word and a colon, as
+                round: still e's.
         """
 
         a: int = 0
         b: int = 1
         c: int = 2
         d: str = "x"
+        e: int = 3
 
     assert meanings(Config) == {"a": "the two ends (a < b)", "b": "the two ends (a < b)",
-                                "c": "a count", "d": "a flag (one of x, y)"}
+                                "c": "a count", "d": "a flag (one of x, y)",
+                                "e": "a long entry whose continuation line begins with a word "
+                                     "and a colon, as round: still e's"}
 
 
 def test_show_states_the_claims_with_the_verdicts_of_a_run(tmp_path, capsys):
