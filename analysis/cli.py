@@ -9,6 +9,7 @@ import argparse
 import importlib.util
 import json
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -114,6 +115,12 @@ def _serve(args: argparse.Namespace) -> None:
         raise UsageError(f"--results {args.results}: not a folder")
     if importlib.util.find_spec("solara") is None:
         raise UsageError("privgames viz needs the pages' extra: pip install 'privgames[viz]'")
+    with socket.socket() as probe:  # a port in use: one line now, not the server's traceback
+        try:
+            probe.bind(("127.0.0.1", args.port))
+        except OSError as err:
+            raise UsageError(f"--port {args.port}: 127.0.0.1:{args.port} cannot be used "
+                             f"({err.strerror})") from None
     from privgames.analysis.viz import HOST, serve
 
     page = "results" if args.name is None and args.results else (args.name or "")

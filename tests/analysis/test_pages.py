@@ -115,3 +115,10 @@ def test_the_sar_page_judges_attacks_at_the_users_still_taking_part():
     assert 3 <= k < 30
     expected = SARConfig(**{**_values(page), "p": 0.2, "K": k}).predicted()
     assert page.readings(model.env)["eq (31)/(32)"] == expected["failure_probability"]
+
+
+def test_the_command_line_knows_every_page():
+    """``privgames viz`` lists the pages without importing them: the lists must agree."""
+    from privgames.analysis.cli import PAGE_ROUTES
+
+    assert PAGE_ROUTES == tuple(PAGES)

@@ -108,3 +108,17 @@ def test_show_states_the_claims_with_the_verdicts_of_a_run(tmp_path, capsys):
                           for line in claims)
     assert main(["show", "budget-us-bounds", "--out", str(tmp_path / "empty")]) == 0
     assert "privgames run budget-us-bounds" in capsys.readouterr().out
+
+
+def test_viz_refuses_a_port_in_use_and_an_unknown_page_on_one_line(capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["viz", "--port", str(port)]) == 2
+    assert f"--port {port}: 127.0.0.1:{port} cannot be used" in capsys.readouterr().err
+    assert main(["viz", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pages are bas, sar, ppsp" in err
