@@ -29,17 +29,32 @@ class PLDPUser(mesa.Agent):
 
 class Shuffler(mesa.Agent):
     """The trusted shuffler: permutes the reports within each dimension and the budget list
-    separately (Algorithm 1), so the analyzer cannot tell which budget went with which value."""
+    separately (Algorithm 1), so the analyzer cannot tell which budget went with which value.
+
+    The budgets are permuted at once. The reports' permutation, ``d`` independent shuffles of
+    ``n`` values, is drawn from the round's own stream only when someone reads the shuffled
+    reports (:meth:`shuffled`): the analyzer uses each dimension's mean, which no permutation
+    changes, and drawing 6.5 million positions a round took as long as the Clip-Laplace draws
+    themselves at paper scale (83 vs 100 ms)."""
+
+    round: int | None = None  # the round it last shuffled
 
     def shuffle(self) -> None:
         m = self.model
-        m.shuffler_rng.permuted(m.reports, axis=1, out=m.reports)
         m.shuffled_budgets = m.shuffler_rng.permutation(m.budgets)
+        self.round = m.steps
+
+    def shuffled(self) -> np.ndarray:
+        """The last round's reports as the analyzer receives them, ``(d, n)``: each dimension
+        in its own uniformly random order (the same on every call for a round)."""
+        return self.model.permutation_stream(self.round).permuted(self.model.reports, axis=1)
 
 
 class Analyzer(mesa.Agent):
-    """The untrusted analyzer: averages each dimension of the shuffled reports, calibrates the
-    Clip-Laplace bias with the shuffled budgets (eq 1), and takes a gradient step."""
+    """The untrusted analyzer: averages each dimension of the shuffled reports (a mean no
+    permutation changes, so it is taken over the reports as they arrived at the shuffler),
+    calibrates the Clip-Laplace bias with the shuffled budgets (eq 1), and takes a gradient
+    step."""
 
     def __init__(self, model: mesa.Model) -> None:
         super().__init__(model)

@@ -189,13 +189,14 @@ class APESModel(Environment):
 
     Attributes:
         budgets: the users' local budgets ``(n,)``; shuffled_budgets: as the analyzer sees them.
-        reports: the last round's reports ``(d, n)`` (shuffled after the shuffler's step).
+        reports: the last round's reports ``(d, n)``, columns by user as sent
+            (:meth:`shuffled_reports`: as the analyzer receives them).
         w: the global model ``(classes, features)``; true_mean: the last round's average
             clipped gradient (for the estimator's error).
     """
 
     def __init__(self, config: APESConfig, seed: Seed = None) -> None:
-        own, budget_seed, self.noise_seed, shuffle_seed = spawn(seed, 4)
+        own, budget_seed, self.noise_seed, self.shuffle_seed = spawn(seed, 4)
         super().__init__(config, own)
         c = config
         x, labels = load_dataset(c.data)
@@ -209,7 +210,7 @@ class APESModel(Environment):
         if c.framework == "ldp-min":
             self.budgets = np.full(c.n, self.budgets.min())
         self.shuffled_budgets = self.budgets.copy()
-        self.shuffler_rng = generator(shuffle_seed)
+        self.shuffler_rng = generator(self.shuffle_seed)
         self.w = np.zeros((CLASSES, x.shape[1]))
         self.reports = np.zeros((c.d, c.n))
         self.true_mean = np.zeros(c.d)
@@ -250,6 +251,18 @@ class APESModel(Environment):
             self.reports[:, p] = rep.T
             clean += g.sum(axis=0)
         self.true_mean = clean / c.n
+
+    def permutation_stream(self, round_: int | None) -> np.random.Generator:
+        """The shuffler's stream for the reports of ``round_`` (its own child of the shuffle
+        seed, so reading the shuffled reports never moves another stream)."""
+        return generator(child(self.shuffle_seed, 1, 0 if round_ is None else round_))
+
+    def shuffled_reports(self) -> NDArray:
+        """The last round's reports as the analyzer receives them: shuffled within each
+        dimension by the shuffler, as sent by the users where the framework has none."""
+        if self.config.framework in ("pldp", "ldp-min", "non-private"):
+            return self.reports
+        return self.shuffler.shuffled()
 
     def estimate(self, mean: NDArray) -> NDArray:
         """The analyzer's gradient estimate from the per-dimension means: calibrated by eq (1)

@@ -17,9 +17,16 @@ def test_shuffler_permutes_within_dimensions_and_the_budgets_separately():
     model.collect_reports(0)
     before = model.reports.copy()
     model.shuffler.shuffle()
-    np.testing.assert_array_equal(np.sort(before, axis=1), np.sort(model.reports, axis=1))
-    assert not np.array_equal(before, model.reports)
+    shuffled = model.shuffled_reports()
+    np.testing.assert_array_equal(np.sort(before, axis=1), np.sort(shuffled, axis=1))
+    assert not np.array_equal(before, shuffled)
+    np.testing.assert_array_equal(shuffled, model.shuffled_reports())  # one order per round
+    # each dimension in its own order: the permutations taking a row to its shuffle differ
+    perms = {tuple(np.argsort(b)[np.searchsorted(np.sort(b), s)])
+             for b, s in zip(before[:50], shuffled[:50], strict=True)}
+    assert len(perms) > 1
     np.testing.assert_array_equal(np.sort(model.shuffled_budgets), np.sort(model.budgets))
+    np.testing.assert_array_equal(model.reports, before)  # what the users sent is kept
     assert len(model.users) == 40 and model.users[3].epsilon == model.budgets[3]
 
 
