@@ -98,7 +98,8 @@ REASONS = {
                                    "Measured alternatives (README, Benchmarks): float32 blocks "
                                    "1.17x, a fused numba 0.68 kernel 0.7x (scalar exp and log)",
     "round.ratio_to_exponential": "the round is the Clip-Laplace draws (see the sampler's row) "
-                                  "plus the shuffle and the aggregation",
+                                  "plus the gradients, the budget shuffle and the aggregation "
+                                  "(the reports are shuffled only when read)",
     "apes-audit": "its n = 1,000 unit is one Monte-Carlo of 2 x 10^6 trials x 999 users: "
                   "2.0e9 draws on one core (33 s at numpy's nominal 60 M/s)",
 }
