@@ -37,17 +37,14 @@ class Shuffler(mesa.Agent):
     changes, and drawing 6.5 million positions a round took as long as the Clip-Laplace draws
     themselves at paper scale (83 vs 100 ms)."""
 
-    round: int | None = None  # the round it last shuffled
-
     def shuffle(self) -> None:
         m = self.model
         m.shuffled_budgets = m.shuffler_rng.permutation(m.budgets)
-        self.round = m.steps
 
     def shuffled(self) -> np.ndarray:
         """The last round's reports as the analyzer receives them, ``(d, n)``: each dimension
         in its own uniformly random order (the same on every call for a round)."""
-        return self.model.permutation_stream(self.round).permuted(self.model.reports, axis=1)
+        return self.model.permutation_stream().permuted(self.model.reports, axis=1)
 
 
 class Analyzer(mesa.Agent):

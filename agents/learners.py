@@ -103,6 +103,8 @@ def make_learner(name: str, damping: float = 0.5) -> Learner:
 
 
 FEEDBACK = ("full", "bandit")
+#: What a config's ``feedback`` takes: a kind, or ``auto`` (the learner's own).
+FEEDBACK_SETTINGS = ("auto", *FEEDBACK)
 
 
 def resolve_feedback(learner: str, feedback: str) -> str:

@@ -32,19 +32,25 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_set(items: Sequence[str]) -> dict[str, Any]:
-    """``key=value`` pairs; values are JSON where they parse (numbers, lists), else strings."""
+    """``key=value`` pairs, each value read by :func:`parse_value`."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--set {item!r} is not of the form key=value")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError as err:
-            if raw[:1] in "[{\"":
-                raise UsageError(f"--set {key}: bad JSON {raw!r} ({err.msg})") from None
-            out[key] = raw
+        out[key] = parse_value(key, raw)
     return out
+
+
+def parse_value(key: str, raw: str) -> Any:
+    """A value as ``--set`` and the pages' text boxes read it: JSON where it parses (numbers,
+    lists, ``null``), else the string; what looks like JSON but is not is refused."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as err:
+        if raw[:1] in "[{\"":
+            raise UsageError(f"--set {key}: bad JSON {raw!r} ({err.msg})") from None
+        return raw
 
 
 def _count(text: str) -> int:

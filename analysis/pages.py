@@ -23,6 +23,7 @@ import mesa
 import numpy as np
 from matplotlib.figure import Figure
 
+from privgames.analysis.cli import UsageError, parse_value
 from privgames.analysis.parameters import allowed_values, meanings
 from privgames.environments.apes import APESConfig, APESModel
 from privgames.environments.bas_chain import BASChainConfig, BASChainModel
@@ -68,17 +69,21 @@ class Page:
     fixed: Mapping[str, Any] = field(default_factory=dict)
     display_max: Mapping[str, float] = field(default_factory=dict)
 
+    def values(self) -> dict[str, Any]:
+        """Every config field's starting value: the config's default, or the page's."""
+        return {**{f.name: f.default for f in dataclasses.fields(self.config_type)},
+                **self.fixed}
+
     def defaults(self) -> dict[str, Any]:
         """Every input's starting value."""
-        base = {f.name: f.default for f in dataclasses.fields(self.config_type)}
-        return {name: {**base, **self.fixed}[name] for name in self.inputs}
+        values = self.values()
+        return {name: values[name] for name in self.inputs}
 
     def model_params(self) -> dict[str, dict[str, Any]]:
         """Mesa's ``model_params``: a slider for a bounded number, a select for a choice, a
         checkbox for a flag, a text box (JSON) for anything else; each with its range from
         the config's validator and its meaning as the label's tooltip-free suffix."""
-        values = {**{f.name: f.default for f in dataclasses.fields(self.config_type)},
-                  **self.fixed}
+        values = self.values()
         meaning = meanings(self.config_type)
         out: dict[str, dict[str, Any]] = {"seed": {"type": "SliderInt", "value": 0, "min": 0,
                                                    "max": 99, "step": 1, "label": "seed"}}
@@ -131,10 +136,10 @@ class PageModel(mesa.Model):
         self.error: str | None = None
         self.env = None
         try:
-            values = {**{k: v for k, v in self.page.fixed.items() if k not in kwargs},
-                      **{k: _parse(v) for k, v in kwargs.items()}}
+            values = {**self.page.fixed, **{k: parse_value(k, v) if isinstance(v, str) else v
+                                            for k, v in kwargs.items()}}
             self.env = self.page.model_type(self.page.config_type(**values), seed)
-        except ConfigError as err:
+        except (ConfigError, UsageError) as err:
             self.error = str(err)
             self.running = False
 
@@ -150,16 +155,6 @@ class PageModel(mesa.Model):
     def of(cls, page: Page) -> type[PageModel]:
         """The model class of ``page`` (what SolaraViz instantiates on reset)."""
         return type(f"{page.title.replace(' ', '')}Model", (cls,), {"page": page})
-
-
-def _parse(value: Any) -> Any:
-    """A text box's JSON (a list, ``null``, a number); other inputs' values as they are."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        return value
 
 
 def format_reading(value: float) -> str:

@@ -109,9 +109,8 @@ def describe(experiment: Experiment) -> list[Parameter]:
     """Every parameter ``--set`` accepts for ``experiment``, in the config's field order."""
     quick = experiment.resolve()
     paper = experiment.resolve(scale="paper")
-    first = experiment.points(quick)[0]
-    values = {f.name: {**quick, **first}[f.name]
-              for f in dataclasses.fields(experiment.config_type) if f.name in quick}
+    point = {**quick, **experiment.points(quick)[0]}
+    values = {f.name: point[f.name] for f in dataclasses.fields(experiment.config_type)}
     meaning = meanings(experiment.config_type)
     out = []
     for f in dataclasses.fields(experiment.config_type):

@@ -38,6 +38,8 @@ from privgames.mechanisms.noise import clip_laplace_sample, clip_laplace_zero, l
 from privgames.mechanisms.shuffle import DISTRIBUTIONS, accounting, personalized_budgets
 
 FRAMEWORKS = ("non-private", "ldp-min", "pldp", "unis", "apes", "s-apes")
+#: The frameworks without a shuffler: the analyzer receives the reports as the users sent them.
+UNSHUFFLED = ("non-private", "ldp-min", "pldp")
 SPARSIFY = ("post", "random")
 CLASSES = 10
 
@@ -228,7 +230,7 @@ class APESModel(Environment):
     def step(self) -> None:
         """One round: reports, shuffle (skipped by PLDP and LDP-Min: no shuffler), analysis."""
         self.collect_reports(self.steps - 1)
-        if self.config.framework not in ("pldp", "ldp-min", "non-private"):
+        if self.config.framework not in UNSHUFFLED:
             self.shuffler.shuffle()
         self.analyzer.aggregate()
         self.datacollector.collect(self)
@@ -252,15 +254,15 @@ class APESModel(Environment):
             clean += g.sum(axis=0)
         self.true_mean = clean / c.n
 
-    def permutation_stream(self, round_: int | None) -> np.random.Generator:
-        """The shuffler's stream for the reports of ``round_`` (its own child of the shuffle
-        seed, so reading the shuffled reports never moves another stream)."""
-        return generator(child(self.shuffle_seed, 1, 0 if round_ is None else round_))
+    def permutation_stream(self) -> np.random.Generator:
+        """The shuffler's stream for this round's reports (its own child of the shuffle seed,
+        so reading the shuffled reports never moves another stream)."""
+        return generator(child(self.shuffle_seed, 1, self.steps))
 
     def shuffled_reports(self) -> NDArray:
         """The last round's reports as the analyzer receives them: shuffled within each
         dimension by the shuffler, as sent by the users where the framework has none."""
-        if self.config.framework in ("pldp", "ldp-min", "non-private"):
+        if self.config.framework in UNSHUFFLED:
             return self.reports
         return self.shuffler.shuffled()
 

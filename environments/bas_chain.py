@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 from privgames.agents.chain_user import ChainUser
 from privgames.agents.learners import (
+    FEEDBACK_SETTINGS,
     GRID_LEARNERS,
     LEARNERS,
     GridLearner,
@@ -49,7 +50,6 @@ from privgames.mechanisms.learning_games import BASGame
 #: Learners from experience on a grid of variances (issue 21; ``best_response`` and ``damped``
 #: stay the continuous learners of Theorem 1's dynamics).
 EXPERIENCE = tuple(name for name in GRID_LEARNERS if name not in LEARNERS)
-FEEDBACKS = ("auto", "full", "bandit")
 OBSERVATIONS = ("exact", "estimated")
 PRIORS = ("bids", "none")
 SPLITS = ("random", "sorted")
@@ -147,7 +147,7 @@ class BASChainConfig:
         check_real("Delta", self.Delta, 0.0, low_open=True)
         check_int("rounds", self.rounds, 1)
         check_choice("learner", self.learner, LEARNERS + EXPERIENCE)
-        check_choice("feedback", self.feedback, FEEDBACKS)
+        check_choice("feedback", self.feedback, FEEDBACK_SETTINGS)
         if self.learner in LEARNERS and self.feedback != "auto":
             raise ConfigError(f"feedback={self.feedback!r} is not allowed with learner="
                               f"{self.learner!r}: it observes the upstream variance; the grid "

@@ -16,7 +16,13 @@ import mesa
 import numpy as np
 from numpy.typing import NDArray
 
-from privgames.agents.learners import GRID_LEARNERS, SPSA, make_grid_learner, resolve_feedback
+from privgames.agents.learners import (
+    FEEDBACK_SETTINGS,
+    GRID_LEARNERS,
+    SPSA,
+    make_grid_learner,
+    resolve_feedback,
+)
 from privgames.environments.base import Environment
 from privgames.environments.config import (
     ConfigError,
@@ -38,7 +44,6 @@ from privgames.mechanisms.learning_games import (
 from privgames.mechanisms.pricing import AGGREGATIONS
 
 GAMES = ("bas", "sar", "ppsp", "pricing")
-FEEDBACKS = ("auto", "full", "bandit")
 ATTACKERS = ("weak", "strong")
 WEIGHTINGS = ("equal", "unequal")
 #: The confidence of the Azuma-Hoeffding allowance between realized and expected regret.
@@ -102,7 +107,7 @@ class LearningConfig:
     def __post_init__(self) -> None:
         check_choice("game", self.game, GAMES)
         check_choice("learner", self.learner, tuple(GRID_LEARNERS))
-        check_choice("feedback", self.feedback, FEEDBACKS)
+        check_choice("feedback", self.feedback, FEEDBACK_SETTINGS)
         resolve_feedback(self.learner, self.feedback)
         check_int("agents", self.agents, 3)
         check_int("rounds", self.rounds, 2)

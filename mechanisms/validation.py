@@ -87,7 +87,7 @@ def check_real(name: str, value: object, low: float = -math.inf, high: float = m
                           name, allowed)
     if not allowed.admits(value):
         raise ConfigError(f"{name}={value!r} is out of range: {name} must be "
-                          f"{str(allowed).removeprefix('a number ')}", name, allowed)
+                          f"{_interval(low, high, not low_open, not high_open)}", name, allowed)
     return float(value)
 
 
