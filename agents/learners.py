@@ -180,26 +180,33 @@ class GridLearner(ABC):
         self.last = np.minimum((np.cumsum(p, axis=1) < u).sum(axis=1), self.m - 1)
         return self.grid[self.last]
 
-    def observe(self, feedback: ArrayLike) -> None:
+    def observe(self, feedback: ArrayLike, active: NDArray | None = None) -> None:
         """Update from the round's feedback: ``(n, m)`` costs (full information) or ``(n,)``
-        realized costs of the actions played (bandit)."""
+        realized costs of the actions played (bandit). ``active``: the agents that played this
+        round (all by default); the others observe nothing and keep their state (a client's
+        row for a type it does not have this round, in a game of incomplete information)."""
         c = np.asarray(feedback, dtype=float)
+        active = (np.ones(self.agents, dtype=bool) if active is None
+                  else np.asarray(active, dtype=bool))
         if self.feedback == "full":
             if c.shape != (self.agents, self.m):
                 raise ConfigError(f"full-information feedback must have shape ({self.agents}, "
                                   f"{self.m}), got {c.shape}")
             finite = np.where(np.isnan(c), np.inf, c)
             shifted = finite - finite.min(axis=1, keepdims=True)
-            self._update(np.minimum(shifted / self.span[:, None], 1.0))
+            mapped = np.minimum(shifted / self.span[:, None], 1.0)
+            self._update(np.where(active[:, None], mapped, 0.0), active)
         else:
             if c.shape != (self.agents,):
                 raise ConfigError(f"bandit feedback must be one realized cost per agent, "
                                   f"shape ({self.agents},), got {c.shape}")
-            self._update(np.clip((c - self.low) / (self.high - self.low), 0.0, 1.0))
+            mapped = np.clip((c - self.low) / (self.high - self.low), 0.0, 1.0)
+            self._update(np.where(active, mapped, 0.0), active)
 
     @abstractmethod
-    def _update(self, costs: NDArray) -> None:
-        """Update from costs already mapped to ``[0, 1]``."""
+    def _update(self, costs: NDArray, active: NDArray) -> None:
+        """Update from costs already mapped to ``[0, 1]`` (zero for the agents not
+        ``active``, which leaves the no-regret learners' states unchanged)."""
 
     def regret_bound(self, T: int) -> float | None:
         """A bound on each agent's expected total external regret after ``T`` rounds (costs in
@@ -239,7 +246,7 @@ class Hedge(GridLearner):
     def mode(self) -> NDArray:
         return np.argmin(self.cumulative, axis=1)  # the weights fall with the cumulative cost
 
-    def _update(self, costs: NDArray) -> None:
+    def _update(self, costs: NDArray, active: NDArray) -> None:
         self.cumulative += costs
 
     def regret_bound(self, T: int) -> float | None:
@@ -264,7 +271,7 @@ class EXP3(GridLearner):
     def mode(self) -> NDArray:
         return np.argmin(self.estimates, axis=1)
 
-    def _update(self, costs: NDArray) -> None:
+    def _update(self, costs: NDArray, active: NDArray) -> None:
         played = np.arange(self.agents), self.last
         self.estimates[played] += costs / self.drawn_from[played]
 
@@ -284,7 +291,7 @@ class RegretMatching(GridLearner):
     def probabilities(self) -> NDArray:
         return self._p
 
-    def _update(self, costs: NDArray) -> None:
+    def _update(self, costs: NDArray, active: NDArray) -> None:
         self.regret += np.einsum("nm,nm->n", self._p, costs)[:, None] - costs
         positive = np.maximum(self.regret, 0.0)
         total = positive.sum(axis=1, keepdims=True)
@@ -302,16 +309,14 @@ class FictitiousPlay(GridLearner):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.cumulative = np.zeros((self.agents, self.m))
-        self._seen = False
+        self._seen = np.zeros(self.agents, dtype=bool)
 
     def _choice(self) -> NDArray:
-        if not self._seen:
-            return np.full(self.agents, (self.m - 1) // 2)
-        return np.argmin(self.cumulative, axis=1)
+        return np.where(self._seen, np.argmin(self.cumulative, axis=1), (self.m - 1) // 2)
 
-    def _update(self, costs: NDArray) -> None:
+    def _update(self, costs: NDArray, active: NDArray) -> None:
         self.cumulative += costs
-        self._seen = True
+        self._seen |= active
 
 
 class GridBestResponse(GridLearner):
@@ -325,8 +330,8 @@ class GridBestResponse(GridLearner):
     def _choice(self) -> NDArray:
         return self._best
 
-    def _update(self, costs: NDArray) -> None:
-        self._best = np.argmin(costs, axis=1)
+    def _update(self, costs: NDArray, active: NDArray) -> None:
+        self._best = np.where(active, np.argmin(costs, axis=1), self._best)
 
 
 class SPSA(GridLearner):
@@ -370,7 +375,10 @@ class SPSA(GridLearner):
         p[np.arange(self.agents), self.last] = 1.0
         return p
 
-    def _update(self, costs: NDArray) -> None:
+    def _update(self, costs: NDArray, active: NDArray) -> None:
+        if not active.all():
+            raise ConfigError("spsa cannot learn in a game of incomplete information: its "
+                              "two-round perturbation needs every agent to play every round")
         a, c = self._gains()
         if self.t % 2 == 0:
             self._plus = costs

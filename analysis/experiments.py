@@ -127,6 +127,9 @@ class Experiment:
         summarize: ``(rows, params) -> dict`` of predicted vs measured numbers.
         defaults: overrides of the config defaults at quick scale.
         grid: parameters swept (name -> values); the product of their values is the grid.
+        exclude: grid points left out of the product, each given by some of its values (e.g.
+            a learner a game refuses), where one of those values comes from a list swept over;
+            a combination the user sets outright is run (and refused by the config).
         paper: overrides for ``--scale paper`` (the paper's sizes).
         populations: independent populations per grid point.
         plot: ``rows -> matplotlib Figure`` showing the measurement beside the theory.
@@ -144,6 +147,7 @@ class Experiment:
     summarize: Callable[[pd.DataFrame, Mapping[str, Any]], dict]
     defaults: Mapping[str, Any] = field(default_factory=dict)
     grid: Mapping[str, list] = field(default_factory=dict)
+    exclude: tuple[Mapping[str, Any], ...] = ()
     paper: Mapping[str, Any] = field(default_factory=dict)
     populations: int = 4
     plot: Callable[[pd.DataFrame], Any] | None = None
@@ -180,7 +184,11 @@ class Experiment:
         for name, v in zip(names, values, strict=True):
             if len(v) == 0:
                 raise ConfigError(f"{name}=[] is empty: give at least one value")
-        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+        swept = {n for n, v in zip(names, values, strict=True) if len(v) > 1}
+        points = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+        return [p for p in points if not any(
+            all(p.get(k) == v for k, v in rule.items()) and swept & set(rule)
+            for rule in self.exclude)]
 
     def config(self, params: Mapping[str, Any], point: Mapping[str, Any]) -> Any:
         """The environment config for one grid point."""

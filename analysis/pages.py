@@ -472,7 +472,8 @@ def apes_readings(env: APESModel) -> dict[str, float]:
 # --- learning dynamics (the learners of issue 21) -----------------------------------------------
 def learning_agents(env: LearningModel) -> Figure:
     """Each agent's current strategy (its most likely grid action) against the predicted
-    equilibrium's action, agents sorted by their type."""
+    equilibrium's action, agents sorted by their type (under incomplete information: each
+    client's L row, then its H row; an action is a report and a noise)."""
     fig, ax = _figure()
     g = env.game
     mode, nash = env.last_iterate(), env.references[env.predicted_name]
@@ -482,8 +483,11 @@ def learning_agents(env: LearningModel) -> Figure:
                s=50, edgecolors="black", linewidths=0.4, label=f"{env.config.learner}")
     ax.scatter(x, index(nash), marker="_", s=200, color="black", label=env.predicted_name)
     ticks = np.linspace(0, g.grid.size - 1, min(6, g.grid.size)).astype(int)
-    ax.set_yticks(ticks, [f"{g.grid[t]:.3g}" for t in ticks])
-    ax.set(xlabel="agent", ylabel="action (grid)",
+    ax.set_yticks(ticks, [g.label(g.grid[t]) for t in ticks])
+    if env.config.game == "pricing-bayes":  # rows: every client's L row, then its H row
+        ax.axvline(mode.size / 2 + 0.5, color="grey", linewidth=0.8)
+    ax.set(xlabel="agent" if env.config.game != "pricing-bayes" else
+           "client's row: type L (left), type H (right)", ylabel="action (grid)",
            title=f"{env.config.game}: {mode.size} agents, round {env.steps}")
     ax.legend(fontsize="small")
     return fig

@@ -35,6 +35,7 @@ from privgames.environments.config import (
 from privgames.environments.streams import child, generator
 from privgames.mechanisms.learning_games import (
     BASGame,
+    BayesPricingGame,
     GridGame,
     PPSPGame,
     PricingGame,
@@ -42,8 +43,9 @@ from privgames.mechanisms.learning_games import (
     check_levels,
 )
 from privgames.mechanisms.pricing import AGGREGATIONS
+from privgames.mechanisms.pricing_bayes import BinaryGame
 
-GAMES = ("bas", "sar", "ppsp", "pricing")
+GAMES = ("bas", "sar", "ppsp", "pricing", "pricing-bayes")
 ATTACKERS = ("weak", "strong")
 WEIGHTINGS = ("equal", "unequal")
 #: The confidence of the Azuma-Hoeffding allowance between realized and expected regret.
@@ -56,14 +58,18 @@ class LearningConfig:
 
     Attributes:
         game: ``bas`` (chain users' noise variance), ``sar`` (participation), ``ppsp`` (ring
-            nodes' noise scale ``c``) or ``pricing`` (FL clients' noise ``sigma``).
+            nodes' noise scale ``c``), ``pricing`` (FL clients' noise ``sigma``) or
+            ``pricing-bayes`` (pricing FL under incomplete information: clients with a binary
+            type drawn every round report a type and choose ``sigma``; the agents are the
+            clients' rows per type, ``2 agents`` of them).
         learner: ``best_response``, ``fictitious``, ``hedge``, ``regret_matching`` (full
             information), ``exp3`` or ``spsa`` (bandit).
         feedback: ``full``, ``bandit``, or ``auto`` (the learner's own kind).
         agents: users, nodes or clients (>= 3). rounds: rounds of play (the horizon the
             default step sizes are tuned for). grid_points: actions on the grid (>= 2; SAR's
             grid is always take part or not). grid: the actions themselves, replacing the
-            default grid (``inf``: the opt-out, in pricing FL under the MLE rule). eta: step
+            default grid (``inf``: the opt-out, in pricing FL under the MLE rule;
+            ``pricing-bayes``: the noise levels, each taken with either report). eta: step
             size (``hedge``/``exp3``: the weights' rate; ``spsa``: its gain ``a``); ``None``:
             the standard one.
         tolerance: distance (fraction of the grid) and deviation gain (fraction of the span)
@@ -73,8 +79,10 @@ class LearningConfig:
         weighting, spread: PPSP's node weights (``unequal``: each weight times a factor
             log-uniform in ``[1/spread, spread]``).
         aggregation, pricing, alpha_mean, alpha_std: pricing FL's rule, whether Definition 4's
-            prices are charged, and the clients' sensitivities ``N(mean, std)`` clipped to
-            ``[0.01, 0.99]``.
+            prices are charged (``pricing-bayes``: Definition 5's mechanism as derived), and
+            the clients' sensitivities ``N(mean, std)`` clipped to ``[0.01, 0.99]``.
+        alpha_L, alpha_H, p_low: ``pricing-bayes``'s two sensitivities ``0 < alpha_L <
+            alpha_H < 1`` and the prior probability of the low one (the paper's ``eta``).
     """
 
     game: str = "bas"
@@ -96,13 +104,20 @@ class LearningConfig:
     pricing: bool = False
     alpha_mean: float = 0.5
     alpha_std: float = 0.2
+    alpha_L: float = 0.25
+    alpha_H: float = 0.75
+    p_low: float = 0.5
 
     def footprint(self) -> Footprint:
         """The learners' and the analyst's ``(agents, grid)`` arrays, the played history;
-        work: a few ``agents x grid`` passes a round."""
-        cells = float(self.agents) * self.grid_points
-        peak = 80.0 * cells + 8.0 * self.agents * self.rounds + 2000.0 * self.agents
-        return Footprint(peak, 30.0 * cells * self.rounds, "agents")
+        work: a few ``agents x grid`` passes a round. Under incomplete information the agents
+        and actions double, and the interim expectations (a few MB a pass) cost about four
+        times the rest."""
+        bayes = self.game == "pricing-bayes"
+        rows = self.agents * (2 if bayes else 1)
+        cells = float(rows) * self.grid_points * (2 if bayes else 1)
+        peak = 80.0 * cells + 9.0 * rows * self.rounds + 2000.0 * rows + (8e6 if bayes else 0)
+        return Footprint(peak, 30.0 * cells * self.rounds * (5 if bayes else 1), "agents")
 
     def __post_init__(self) -> None:
         check_choice("game", self.game, GAMES)
@@ -116,7 +131,7 @@ class LearningConfig:
             if self.game == "sar":
                 raise ConfigError("grid is not allowed with game='sar': its actions are take "
                                   "part (1) or opt out (0)")
-            opt_out = self.game == "pricing" and self.aggregation == "mle"
+            opt_out = self.game == "pricing" and self.aggregation == "mle"  # not in -bayes
             object.__setattr__(self, "grid", tuple(check_levels(self.grid, opt_out).tolist()))
         if self.eta is not None:
             check_real("eta", self.eta, 0.0, low_open=True)
@@ -134,6 +149,13 @@ class LearningConfig:
         check_bool("pricing", self.pricing)
         check_real("alpha_mean", self.alpha_mean, 0.0, 1.0)
         check_real("alpha_std", self.alpha_std, 0.0)
+        check_real("alpha_L", self.alpha_L, 0.0, 1.0, low_open=True, high_open=True)
+        check_real("alpha_H", self.alpha_H, self.alpha_L, 1.0, low_open=True, high_open=True)
+        check_real("p_low", self.p_low, 0.0, 1.0, low_open=True, high_open=True)
+        if self.game == "pricing-bayes" and self.learner == "spsa":
+            raise ConfigError("learner='spsa' is not allowed with game='pricing-bayes': its "
+                              "action includes a discrete report, and a client's row plays "
+                              "only in the rounds of its type")
 
     @property
     def resolved_feedback(self) -> str:
@@ -152,6 +174,9 @@ def make_game(config: LearningConfig, rng: np.random.Generator) -> GridGame:
         from privgames.environments.ppsp_ring import NoiseGameConfig
         ring = NoiseGameConfig(n=n, weighting=c.weighting, spread=c.spread)
         return PPSPGame(ring.weights(rng), ring.K, ring.delta, ring.d, c.grid_points, c.grid)
+    if c.game == "pricing-bayes":
+        game = BinaryGame(n, c.alpha_L, c.alpha_H, c.p_low, aggregation=c.aggregation)
+        return BayesPricingGame(game, c.pricing, c.grid_points, c.grid, rng)
     alpha = np.clip(rng.normal(c.alpha_mean, c.alpha_std, n), 0.01, 0.99)
     return PricingGame(alpha, 1.0, 1.0, 1.0, 1.0, c.aggregation, c.pricing, c.grid_points,
                        c.grid)
@@ -159,7 +184,9 @@ def make_game(config: LearningConfig, rng: np.random.Generator) -> GridGame:
 
 class Player(mesa.Agent):
     """A user, node or client: its private type is in the game, its learner state is its row
-    of the learner's arrays (updated for all agents at once), read through its index."""
+    of the learner's arrays (updated for all agents at once), read through its index. Under
+    incomplete information (``pricing-bayes``) a player is a client's row for one type
+    (Harsanyi's agent form): client ``index % agents``, type ``index // agents``."""
 
     def __init__(self, model: LearningModel, index: int) -> None:
         super().__init__(model)
@@ -183,6 +210,8 @@ class LearningModel(Environment):
         game: the game (types, costs, the theory's profiles). learner: every agent's learner.
         references: the theory's profiles on the grid, the predicted one first.
         played: last round's actions. history: every round's actions, ``(rounds, agents)``.
+        active_history: which agents played in each round (all but under incomplete
+            information, where only each client's row of its drawn type plays).
     """
 
     def __init__(self, config: LearningConfig, seed=None) -> None:
@@ -192,6 +221,7 @@ class LearningModel(Environment):
         self.game = make_game(c, generator(child(base, 0)))
         self._act_rng = generator(child(base, 1))  # the learners' own randomisation
         self._release_rng = generator(child(base, 2))  # the simulated release (bandit costs)
+        self._type_rng = generator(child(base, 4))  # the types drawn each round (-bayes)
         self.feedback = c.resolved_feedback
         g = self.game
         self.span, self.low, self.high = g.scales(generator(child(base, 3)))
@@ -202,6 +232,7 @@ class LearningModel(Environment):
         self.players = Player.create_agents(self, g.n, list(range(g.n)))
         m = g.grid.size
         self.history = np.zeros((c.rounds, g.n))
+        self.active_history = np.ones((c.rounds, g.n), dtype=bool)
         self.played = np.zeros(g.n)
         self._grid_total = np.zeros((g.n, m))  # sum over rounds of each action's cost
         self._mixed_total = np.zeros(g.n)  # of the learner's expected cost (its own draw)
@@ -219,10 +250,11 @@ class LearningModel(Environment):
     def step(self) -> None:
         """One round: every agent acts, gets its feedback, updates; the analyst records."""
         g = self.game
+        g.begin_round(self._type_rng)
         values = self.learner.act(self._act_rng)
         costs = g.costs(values)
         feedback = costs if self.feedback == "full" else g.realized(values, self._release_rng)
-        self.learner.observe(feedback)
+        self.learner.observe(feedback, g.active)
         own = g.costs(values, values[:, None])
         bounded, own_bounded = self._bounded(costs, own)
         self._grid_total += bounded
@@ -236,6 +268,8 @@ class LearningModel(Environment):
             self._social_rounds += 1
         self.played = values
         self.history[self.steps - 1] = values
+        if g.active is not None:
+            self.active_history[self.steps - 1] = g.active
         mode = self.learner.current()
         if not np.array_equal(mode, self._iterate):
             self._iterate, self.last_change = mode, self.steps
@@ -243,12 +277,17 @@ class LearningModel(Environment):
 
     def _bounded(self, costs: NDArray, own: NDArray) -> tuple[NDArray, NDArray]:
         """Costs as the learner sees them, in its units: full information capped at the
-        row's smallest plus the span, over the span; bandit clipped to the range, over it."""
+        row's smallest plus the span, over the span; bandit clipped to the range, over it;
+        0 for an agent that did not play (its regret is unchanged)."""
+        on = (np.ones(self.game.n, dtype=bool) if self.game.active is None
+              else self.game.active)[:, None]
         if self.feedback == "full":
             floor = costs.min(axis=1, keepdims=True)
-            return tuple(np.minimum((x - floor) / self.span[:, None], 1.0) for x in (costs, own))
+            return tuple(np.where(on, np.minimum((x - floor) / self.span[:, None], 1.0), 0.0)
+                         for x in (costs, own))
         width = (self.high - self.low)[:, None]
-        return tuple(np.clip((x - self.low[:, None]) / width, 0.0, 1.0) for x in (costs, own))
+        return tuple(np.where(on, np.clip((x - self.low[:, None]) / width, 0.0, 1.0), 0.0)
+                     for x in (costs, own))
 
     # --- the analyst's measurements ------------------------------------------------------------
     def last_iterate(self) -> NDArray:

@@ -28,6 +28,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privgames.mechanisms import chain, ppsp, pricing, sar
+from privgames.mechanisms.pricing_bayes import (
+    CASES,
+    TRUTHFUL,
+    BinaryGame,
+    Mechanism,
+    case_equilibrium,
+    design,
+    expected_social_cost,
+)
 from privgames.mechanisms.validation import ConfigError, check_grid
 
 
@@ -43,17 +52,41 @@ class GridGame(ABC):
     grid: NDArray
     n: int
     log_scale: bool = False
+    #: The agents that play this round (``None``: all; see :meth:`begin_round`).
+    active: NDArray | None = None
+
+    def begin_round(self, rng: np.random.Generator) -> None:
+        """Draw what is drawn before a round is played (nothing in a game of complete
+        information; the types under incomplete information)."""
+        return None
+
+    def middle(self) -> NDArray:
+        """Everyone's action when the learners' cost scales are read: the grid's middle."""
+        return np.full(self.n, self.grid[(self.grid.size - 1) // 2])
+
+    def label(self, value: float) -> str:
+        """An action as a reader sees it."""
+        return f"{value:.3g}"
 
     def scales(self, rng: np.random.Generator, draws: int = 64) -> tuple[NDArray, ...]:
         """Per agent ``(span, low, high)``: the spread of its finite costs over the grid, and
         the range of a realized cost (that spread widened by 3 standard deviations of
-        ``draws`` realized costs), with everyone at the grid's middle action. Costs beyond are
-        clipped by the learners, and their guarantees hold for the clipped costs."""
-        middle = np.full(self.n, self.grid[(self.grid.size - 1) // 2])
-        c = self.costs(middle)
-        finite = np.where(np.isfinite(c), c, np.nan)
-        lo, hi = np.nanmin(finite, axis=1), np.nanmax(finite, axis=1)
-        sd = np.std([self.realized(middle, rng) for _ in range(draws)], axis=0)
+        realized costs), with everyone at the :meth:`middle` action, over ``draws`` rounds (an
+        agent's rounds are those it plays in). Costs beyond are clipped by the learners, and
+        their guarantees hold for the clipped costs."""
+        middle = self.middle()
+        lo, hi = np.full(self.n, np.nan), np.full(self.n, np.nan)
+        samples = []
+        for _ in range(draws):
+            self.begin_round(rng)
+            on = np.ones(self.n, dtype=bool) if self.active is None else self.active
+            c = self.costs(middle)
+            finite = np.where(np.isfinite(c) & on[:, None], c, np.nan)
+            lo = np.fmin(lo, np.nanmin(finite, axis=1, initial=np.inf))
+            hi = np.fmax(hi, np.nanmax(finite, axis=1, initial=-np.inf))
+            samples.append(np.where(on, self.realized(middle, rng), np.nan))
+        with np.errstate(invalid="ignore"):
+            sd = np.nan_to_num(np.nanstd(samples, axis=0))
         span = np.maximum(hi - lo, 1e-12 * np.maximum(np.abs(hi), 1e-300))
         return span, lo - 3.0 * sd, np.maximum(hi + 3.0 * sd, lo - 3.0 * sd + span)
 
@@ -389,3 +422,227 @@ class PricingGame(GridGame):
     def social_cost(self, values: NDArray) -> float:
         """Eq (6): the prices are transfers and cancel out."""
         return pricing.social_cost(values, self.alpha, *self.game, self.aggregation)
+
+
+#: Type profiles the interim expected costs average over: every profile (weighted by the
+#: prior) when there are at most this many, else this many drawn from the prior.
+TYPE_PROFILES = 128
+
+
+class BayesPricingGame(GridGame):
+    """Pricing FL under incomplete information (section IV) in agent form: each client has a
+    row for each of its two types, and every round each client's type is drawn afresh from the
+    prior (L with probability ``eta``), so only the row of its drawn type plays and learns
+    (:attr:`active`). Row ``t N + i`` is client ``i`` of type ``t`` (0 = L). The time-averaged
+    play of no-regret rows is a Bayesian coarse correlated equilibrium (Hartline, Syrgkanis &
+    Tardos 2015); the agent-form regret is what the analyst measures.
+
+    An action is a report and a noise: grid index ``j`` reports type ``j // m`` and adds
+    ``levels[j % m]``, the ``m`` levels log-spaced from a third of the theory's smallest
+    noise to three times its largest (its profiles already span over a decade). A row's cost,
+    given the others' realized types and actions, is eq (13)'s integrand (what
+    :func:`~privgames.mechanisms.pricing_bayes.expected_cost` averages over the count of L
+    types), with Definition 5's prices as derived (``prices``) or none; the MLE
+    weights follow the reports. A realized cost draws the release's noise, as
+    :class:`PricingGame` does, and the realized penalty ``beta (n_i - mean n)^2``.
+
+    The analyst's deviation gains and social costs are interim expectations over the others'
+    types (:data:`TYPE_PROFILES`); the optimum is the exact expected social cost at the
+    type-contingent optimum.
+    """
+
+    log_scale = True
+
+    def __init__(self, game: BinaryGame, prices: bool, grid_points: int = 21,
+                 grid: ArrayLike | None = None,
+                 rng: np.random.Generator | None = None) -> None:
+        self.bayes = game
+        self.design = design(game)
+        full = self.design["mechanism"]
+        self.mechanism = full if prices else Mechanism(target=full.target)
+        self.prices = prices
+        self.N = game.N
+        self.n = 2 * game.N
+        self.reports_matter = prices or game.aggregation == "mle"
+        self.profiles_of_reference = self._reference_strategies()
+        noises = np.concatenate([s for _, s in self.profiles_of_reference.values()])
+        self.levels = _own_grid(grid, np.geomspace(noises.min() / 3.0, noises.max() * 3.0,
+                                                   _check_grid_points(grid_points)),
+                                opt_out=False)
+        if self.levels[0] <= 0:
+            raise ConfigError(f"grid={self.levels.tolist()!r} is not allowed: noise levels of "
+                              "pricing-bayes must be > 0")
+        self.m_levels = self.levels.size
+        self.grid = np.arange(2.0 * self.m_levels)
+        self.weight = (1.0 / np.asarray(full.target) ** 2 if game.aggregation == "mle"
+                       else np.ones(2))
+        self.client = np.arange(self.n) % self.N
+        self.row_type = np.arange(self.n) // self.N
+        self.types = np.zeros(self.N, dtype=int)
+        self.active = self.row_type == 0
+        self.profiles, self.profile_weights = self._type_profiles(
+            rng or np.random.default_rng(0))
+        self._interim: tuple[bytes, NDArray] | None = None
+
+    # --- the protocol -------------------------------------------------------------------------
+    def begin_round(self, rng: np.random.Generator) -> None:
+        """Each client's type this round, drawn from the prior."""
+        self.types = (rng.random(self.N) >= self.bayes.eta).astype(int)
+        self.active = self.row_type == self.types[self.client]
+
+    def middle(self) -> NDArray:
+        """Every row reports its type truthfully at the middle level."""
+        return self.row_type * self.m_levels + (self.m_levels - 1) // 2.0
+
+    def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
+        """This round's costs of the rows that play (0 for the others)."""
+        c = self._expected(values, self.types[None, :], np.ones(1), candidates)
+        return np.where(self.active[:, None], c, 0.0)
+
+    def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
+        g, mech = self.bayes, self.mechanism
+        report, sigma = self.decode(values)
+        rows = self.types * self.N + np.arange(self.N)
+        a, s, t = report[rows], sigma[rows], self.types
+        noise = rng.standard_normal(self.N) * s
+        w = self.weight[a]
+        error = float(np.sum(w * noise) / np.sum(w))
+        accuracy = g.kappa * (abs(error) * math.sqrt(math.pi / 2.0) + error**2 / (2.0 * g.L_F))
+        spread = noise - noise.mean()
+        reported_l = int(np.sum(a == 0))
+        own = ((1.0 - g.alpha[t]) * accuracy + g.alpha[t] * g.c * g.S / s
+               + np.asarray(mech.beta)[a] * spread**2
+               - np.asarray(mech.reward)[a] * g.all_counts[reported_l] - mech.q)
+        out = np.zeros(self.n)
+        out[rows] = own
+        return out
+
+    # --- actions and the theory's profiles ---------------------------------------------------
+    def decode(self, values: ArrayLike) -> tuple[NDArray, NDArray]:
+        """Grid indices to ``(report, noise)``."""
+        j = np.asarray(values).astype(int)
+        return j // self.m_levels, self.levels[j % self.m_levels]
+
+    def label(self, value: float) -> str:
+        report, sigma = self.decode(value)
+        return f"{'LH'[int(report)]} {float(sigma):.3g}"
+
+    def _reference_strategies(self) -> dict[str, tuple[tuple[int, int], NDArray]]:
+        """With prices, Definition 5's truthful BNE at the target noise first; then the
+        symmetric profile of each (other) reporting case of Lemmas 1-3, where each type
+        best-responds (the truthful one first without prices). Under the mean rule without
+        prices reports do not matter: the truthful case alone."""
+        target = np.asarray(self.design["target"], dtype=float)
+        first = {"bne": (TRUTHFUL, target)} if self.prices else {}
+        names = [k for k in CASES if not (self.prices and k == "truthful")]
+        names = sorted(names, key=lambda k: k != "truthful") if self.reports_matter else (
+            [] if self.prices else ["truthful"])
+        return {**first, **{k: (CASES[k], case_equilibrium(self.bayes, self.mechanism,
+                                                            CASES[k])) for k in names}}
+
+    def references(self) -> dict[str, NDArray]:
+        return {name: self._row_actions(rho, s)
+                for name, (rho, s) in self.profiles_of_reference.items()}
+
+    def _row_actions(self, rho: tuple[int, int], s: NDArray) -> NDArray:
+        """The symmetric strategy ``(rho, s)`` as each row's grid action (nearest level)."""
+        t = self.row_type
+        gap = np.abs(np.log(np.asarray(s)[t])[:, None] - np.log(self.levels)[None, :])
+        return np.asarray(rho)[t] * self.m_levels + gap.argmin(axis=1).astype(float)
+
+    def snap(self, values: ArrayLike) -> NDArray:
+        return np.asarray(values, dtype=float)
+
+    def distance(self, values: NDArray, reference: NDArray) -> float:
+        """Largest distance of a row's action from the reference's: 1 for another report
+        (where reports matter), else the gap in log noise over the levels' log width."""
+        (ra, sa), (rb, sb) = self.decode(values), self.decode(reference)
+        width = max(math.log(self.levels[-1] / self.levels[0]), 1e-300)
+        d = np.minimum(np.abs(np.log(sa / sb)) / width, 1.0)
+        if self.reports_matter:
+            d = np.where(ra != rb, 1.0, d)
+        return float(d.max())
+
+    # --- the analyst's interim expectations ----------------------------------------------------
+    def _type_profiles(self, rng: np.random.Generator) -> tuple[NDArray, NDArray]:
+        if 2**self.N <= TYPE_PROFILES:
+            bits = (np.arange(2**self.N)[:, None] >> np.arange(self.N)) & 1
+            prior = np.where(bits == 0, self.bayes.eta, 1.0 - self.bayes.eta).prod(axis=1)
+            return bits, prior
+        drawn = (rng.random((TYPE_PROFILES, self.N)) >= self.bayes.eta).astype(int)
+        return drawn, np.full(TYPE_PROFILES, 1.0 / TYPE_PROFILES)
+
+    def _expected(self, values: NDArray, types: NDArray, weights: NDArray,
+                  candidates: ArrayLike | None = None) -> NDArray:
+        """Every row's cost of each candidate, averaged over the others' type profiles
+        ``types`` (``(S, N)``; a row's own type is its own) with ``weights``, ``(2N, k)``.
+        The penalty and reward are linear in the others' sums, so their averages are taken
+        first; the accuracy term is averaged over the profiles in chunks of a few MB."""
+        g, mech = self.bayes, self.mechanism
+        report, sigma = self.decode(values)
+        rows = types * self.N + np.arange(self.N)
+        a, s = report[rows], sigma[rows]
+        w = self.weight[a]
+        parts = np.stack([w, w**2 * s**2, s**2, (a == 0).astype(float)])  # (4, S, N)
+        others = parts.sum(axis=2, keepdims=True) - parts[:, :, self.client]  # (4, S, 2N)
+        p = np.asarray(weights, dtype=float) / np.sum(weights)
+        n_l = np.rint(others[3]).astype(int)
+        count_p = np.stack([p @ g.all_counts[n_l + 1], p @ g.all_counts[n_l]], axis=1)
+        cand = (np.broadcast_to(self.grid, (self.n, self.grid.size)) if candidates is None
+                else np.asarray(candidates, dtype=float))
+        ca, cs = self.decode(cand)
+        wc = self.weight[ca]
+        own_v = (wc * cs) ** 2
+        accuracy = np.zeros(cand.shape)
+        chunk = max(1, (1 << 18) // cand.size)
+        for start in range(0, len(p), chunk):
+            part = slice(start, start + chunk)
+            delta2 = own_v + others[1, part, :, None]
+            delta2 /= np.square(wc + others[0, part, :, None])
+            term = np.sqrt(delta2)
+            term += delta2 / (2.0 * g.L_F)
+            accuracy += np.tensordot(p[part], term, axes=(0, 0))
+        alpha = g.alpha[self.row_type][:, None]
+        penalty = np.asarray(mech.beta)[ca] * (((g.N - 1) / g.N) ** 2 * cs**2
+                                               + (p @ others[2])[:, None] / g.N**2)
+        reward = np.asarray(mech.reward)[ca] * np.take_along_axis(count_p, ca, axis=1)
+        return ((1.0 - alpha) * g.kappa * accuracy + alpha * g.c * g.S / cs + penalty
+                - reward - mech.q)
+
+    def interim_costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
+        """Each row's expected cost of each candidate over the others' types, ``(2N, k)``."""
+        return self._expected(values, self.profiles, self.profile_weights, candidates)
+
+    def _interim_grid(self, values: NDArray) -> NDArray:
+        """:meth:`interim_costs` on the grid, kept for the last profile asked (the analyst
+        asks for the same last iterate round after round)."""
+        key = np.asarray(values, dtype=float).tobytes()
+        if self._interim is None or self._interim[0] != key:
+            self._interim = (key, self.interim_costs(values))
+        return self._interim[1]
+
+    def own_costs(self, values: NDArray) -> NDArray:
+        """Each row's interim expected cost at the profile."""
+        j = np.asarray(values).astype(int)
+        return self._interim_grid(values)[np.arange(self.n), j]
+
+    def nash_gap(self, values: NDArray, scale: ArrayLike) -> float:
+        """The largest interim gain of a row's deviation (0 at a BNE of the grid game)."""
+        gain = self.own_costs(values) - self._interim_grid(values).min(axis=1)
+        return float(np.max(gain / np.asarray(scale, dtype=float)))
+
+    def social_cost(self, values: NDArray) -> float:
+        """The expected ``sum_i J_i`` (prices are transfers) over the type profiles."""
+        g = self.bayes
+        report, sigma = self.decode(values)
+        rows = self.profiles * self.N + np.arange(self.N)
+        a, s, t = report[rows], sigma[rows], self.profiles
+        w = self.weight[a]
+        delta = np.sqrt(np.sum(w**2 * s**2, axis=1)) / np.sum(w, axis=1)
+        accuracy = g.kappa * delta * (1.0 + delta / (2.0 * g.L_F))
+        each = np.sum((1.0 - g.alpha[t]) * accuracy[:, None] + g.alpha[t] * g.c * g.S / s,
+                      axis=1)
+        return float(np.average(each, weights=self.profile_weights))
+
+    def optimum(self) -> float:
+        return expected_social_cost(self.bayes, self.design["target"])

@@ -16,8 +16,10 @@ from privgames.environments.learning_dynamics import (
 from privgames.mechanisms import chain, ppsp, pricing
 from privgames.mechanisms.learning_games import BASGame, PricingGame, SARGame
 
-GAMES = ("bas", "sar", "ppsp", "pricing")
+GAMES = ("bas", "sar", "ppsp", "pricing", "pricing-bayes")
 LEARNERS = ("best_response", "fictitious", "hedge", "regret_matching", "exp3", "spsa")
+#: What the agent-form game refuses: SPSA's two-round perturbation needs every round.
+REFUSED = {("pricing-bayes", "spsa")}
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +27,7 @@ def runs():
     """Every learner in every game, 300 rounds, 8 agents, one seed each."""
     return {(g, learner): LearningModel(LearningConfig(game=g, learner=learner, agents=8,
                                                        rounds=300), seed=11).run()
-            for g in GAMES for learner in LEARNERS}
+            for g in GAMES for learner in LEARNERS if (g, learner) not in REFUSED}
 
 
 @pytest.mark.parametrize("game", GAMES)
@@ -33,7 +35,12 @@ def runs():
 def test_regret_within_the_bound_and_cce_gap_within_regret(runs, game, learner):
     """No-regret learners: the largest average regret is within the learner's bound. Every
     learner: the CCE gap (realized play) is at most the largest average regret (expected
-    play) plus the Azuma-Hoeffding allowance at confidence 1 - 1e-3 for all agents."""
+    play) plus the Azuma-Hoeffding allowance at confidence 1 - 1e-3 for all agents. Under
+    incomplete information the regret is the agent form's (a row's rounds are its type's)."""
+    if (game, learner) in REFUSED:
+        with pytest.raises(ConfigError, match="not allowed with game='pricing-bayes'"):
+            LearningConfig(game=game, learner=learner)
+        return
     model = runs[game, learner]
     regret = model.max_average_regret()
     bound = model.regret_bound()
@@ -240,3 +247,171 @@ def test_sar_game_exposure_is_the_mechanisms_failure_probability(attacker):
                 for k in range(1, 16)]
     np.testing.assert_allclose(game.exposure(np.arange(1, 16)), expected, rtol=1e-12,
                                atol=1e-15)
+
+
+# --- pricing FL under incomplete information (agent form) ----------------------------------------
+def _bayes(N=6, aggregation="mle", prices=True, points=9):
+    from privgames.mechanisms.learning_games import BayesPricingGame
+    from privgames.mechanisms.pricing_bayes import BinaryGame
+
+    return BayesPricingGame(BinaryGame(N, 0.25, 0.75, 0.4, aggregation=aggregation), prices,
+                            points)
+
+
+@pytest.mark.parametrize("aggregation,prices", [("mle", True), ("mle", False), ("mean", True),
+                                                ("mean", False)])
+def test_bayes_interim_costs_are_eq13_expected_costs(aggregation, prices):
+    """With every client of a type playing one (report, noise), a row's interim cost of each
+    candidate equals ``pricing_bayes.expected_cost`` (eq 13 over the Binomial count of L
+    types); N = 6 has 64 type profiles, all enumerated, so the match is exact."""
+    from privgames.mechanisms.pricing_bayes import CASES, expected_cost
+
+    game = _bayes(aggregation=aggregation, prices=prices)
+    assert len(game.profiles) == 64
+    s = game.levels[[2, 6]]
+    for rho in CASES.values():
+        interim = game.interim_costs(game._row_actions(rho, s))
+        for t in (0, 1):
+            for a in (0, 1):
+                exact = expected_cost(game.bayes, game.mechanism, t, a, game.levels, rho, s)
+                half = slice(a * game.m_levels, (a + 1) * game.m_levels)
+                np.testing.assert_allclose(interim[t * 6 + 2, half], exact, rtol=1e-12)
+
+
+def test_bayes_types_are_drawn_every_round_from_the_prior():
+    """Each client plays exactly one row a round, its type's; over rounds the share of L
+    rows playing is the prior's 0.4, within 3 binomial standard errors."""
+    game = _bayes()
+    rng = np.random.default_rng(5)
+    active = []
+    for _ in range(4000):
+        game.begin_round(rng)
+        active.append(game.active.copy())
+    active = np.array(active)
+    assert np.all(active[:, :6] ^ active[:, 6:])  # client i: row i (L) or row 6 + i (H)
+    share = active[:, :6].mean()
+    assert abs(share - 0.4) <= 3 * math.sqrt(0.4 * 0.6 / active[:, :6].size)
+
+
+def test_bayes_bandit_cost_is_unbiased_and_noisy():
+    """A realized cost of a playing row (the release's noise, the realized penalty) averages to
+    its expected cost given this round's types and actions (Bonferroni 3-sigma over the six
+    clients), and varies; the rows that do not play get none."""
+    game = _bayes()
+    game.begin_round(np.random.default_rng(2))
+    values = game.middle() + np.array([0, 1, 2, -1, -2, 3] * 2, dtype=float)
+    rng = np.random.default_rng(3)
+    draws = np.array([game.realized(values, rng) for _ in range(40000)])
+    on = game.active
+    expected = game.costs(values, values[:, None])[:, 0]
+    z = (draws.mean(axis=0) - expected)[on] / (draws.std(axis=0, ddof=1)[on] / 200.0)
+    assert np.max(np.abs(z)) <= 3.5
+    assert np.all(draws.std(axis=0)[on] > 0) and np.all(draws[:, ~on] == 0.0)
+
+
+def _realized_round_cost(game, values, types):
+    """A row's cost in one round, written out from eq (13)'s integrand: the aggregate's error
+    scale from everyone's weights (by report) and noise, the prices of the report."""
+    g, mech = game.bayes, game.mechanism
+    N = g.N
+    out = np.zeros(2 * N)
+    for i in range(N):
+        t = types[i]
+        j = int(values[t * N + i])
+        reports = [int(values[types[k] * N + k]) // game.m_levels for k in range(N)]
+        sigmas = [game.levels[int(values[types[k] * N + k]) % game.m_levels] for k in range(N)]
+        w = [1.0 / mech.target[r] ** 2 if g.aggregation == "mle" else 1.0 for r in reports]
+        delta = math.sqrt(sum((wk * sk) ** 2 for wk, sk in zip(w, sigmas, strict=True))) / sum(w)
+        a, s = j // game.m_levels, game.levels[j % game.m_levels]
+        penalty = mech.beta[a] * (((N - 1) / N) ** 2 * s**2
+                                  + sum(sk**2 for k, sk in enumerate(sigmas) if k != i) / N**2)
+        n_l = sum(r == 0 for r in reports)
+        reward = mech.reward[a] * g.all_counts[n_l]
+        out[t * N + i] = ((1 - g.alpha[t]) * g.kappa * delta * (1 + delta / (2 * g.L_F))
+                          + g.alpha[t] * g.c * g.S / s + penalty - reward - mech.q)
+    return out
+
+
+def test_bayes_cce_gap_equals_the_best_deviation_gain():
+    """The analyst's CCE gap of the agent form: each row's average over all rounds of its
+    played cost minus its best fixed action's (0 in the rounds it does not play), every cost
+    recomputed here round by round from the written-out formula on deviated profiles."""
+    model = LearningModel(LearningConfig(game="pricing-bayes", learner="hedge", agents=4,
+                                         rounds=60, grid_points=5), seed=6).run()
+    g = model.game
+    N, T = 4, model.steps
+    table = np.zeros((T, 2 * N, g.grid.size + 1))
+    for r in range(T):
+        played, on = model.history[r], model.active_history[r]
+        types = on[N:].astype(int)  # client i's row N + i plays iff its type is H
+        for row in np.flatnonzero(on):
+            for j, a in enumerate(g.grid):
+                deviated = played.copy()
+                deviated[row] = a
+                table[r, row, j] = _realized_round_cost(g, deviated, types)[row]
+            table[r, row, -1] = _realized_round_cost(g, played, types)[row]
+    bounded = np.where(model.active_history[..., None], _bounded(table, model.span), 0.0)
+    gain = bounded[..., -1].mean(axis=0) - bounded[..., :-1].mean(axis=0).min(axis=1)
+    assert model.cce_gap() == pytest.approx(max(gain.max(), 0.0), rel=1e-9, abs=1e-12)
+
+
+def test_bayes_bne_is_a_best_response_of_the_grid_game():
+    """Definition 5's truthful BNE snapped to the grid: no row gains more than the grid's
+    rounding by any (report, noise) deviation, by brute force over the interim costs; and the
+    exact expected social cost at the design's target is the optimum the analyst reports."""
+    from privgames.mechanisms.pricing_bayes import expected_social_cost
+
+    game = _bayes(points=41)
+    bne = game.references()["bne"]
+    interim = game.interim_costs(bne)
+    own = interim[np.arange(game.n), bne.astype(int)]
+    assert np.max((own - interim.min(axis=1)) / np.abs(own)) <= 2e-3
+    assert game.optimum() == pytest.approx(expected_social_cost(game.bayes,
+                                                                game.design["target"]))
+
+
+def test_learners_keep_the_state_of_rows_that_do_not_play():
+    """A row whose type is not drawn observes nothing: every learner's strategy for it is
+    unchanged by the round, and SPSA, which needs every round, refuses."""
+    from privgames.agents.learners import make_grid_learner
+
+    active = np.array([True, False, True])
+    costs = np.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
+    for name in ("best_response", "fictitious", "hedge", "regret_matching"):
+        learner = make_grid_learner(name, [1.0, 2.0, 3.0], 3, 10, span=2.0)
+        learner.act(np.random.default_rng(0))
+        before = learner.probabilities().copy()
+        learner.observe(costs, active)
+        after = learner.probabilities()
+        np.testing.assert_array_equal(after[1], before[1])
+        assert not np.array_equal(after[0], before[0]) or name == "regret_matching"
+    exp3 = make_grid_learner("exp3", [1.0, 2.0, 3.0], 3, 10, "bandit")
+    exp3.act(np.random.default_rng(0))
+    before = exp3.probabilities().copy()
+    exp3.observe(np.array([0.5, 0.9, 0.1]), active)
+    np.testing.assert_array_equal(exp3.probabilities()[1], before[1])
+    spsa = make_grid_learner("spsa", [1.0, 2.0, 3.0], 3, 10, "bandit")
+    spsa.act(np.random.default_rng(0))
+    with pytest.raises(ConfigError, match="incomplete information"):
+        spsa.observe(np.array([0.5, 0.9, 0.1]), active)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"game": "pricing-bayes", "learner": "spsa"}, "not allowed with game='pricing-bayes'"),
+    ({"game": "pricing-bayes", "alpha_L": 0.8, "alpha_H": 0.5}, "alpha_H"),
+    ({"game": "pricing-bayes", "p_low": 1.0}, "p_low"),
+    ({"game": "pricing-bayes", "grid": (0.0, 1.0)}, "must be > 0"),
+    ({"game": "pricing-bayes", "grid": (1.0, float("inf"))}, "no opt-out"),
+])
+def test_bad_bayes_configuration_is_named(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        LearningModel(LearningConfig(**kwargs), seed=0)
+
+
+def test_bayes_same_seed_same_play():
+    config = LearningConfig(game="pricing-bayes", learner="exp3", rounds=60)
+    a = LearningModel(config, seed=12).run()
+    b = LearningModel(config, seed=12).run()
+    np.testing.assert_array_equal(a.history, b.history)
+    np.testing.assert_array_equal(a.active_history, b.active_history)
+    assert a.results().equals(b.results())
