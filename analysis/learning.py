@@ -47,8 +47,9 @@ def learning_unit(config: LearningConfig, seed: np.random.SeedSequence) -> pd.Da
 
 def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
     """Per (game, learner, feedback), pooled over populations: the contract's numbers (the last
-    round's largest regret and CCE gap, the mean final distance, ``converged`` when every
-    population converged), what was reached, and the social costs. One combination: its
+    round's largest regret, CCE gap and last iterate's deviation gain ``nash_gap``, the mean
+    final distance, ``converged`` when every population converged), what was reached, and
+    the social costs. One combination: its
     numbers at the top level. ``opted_out``: the mean number of agents whose last iterate is
     the opt-out (pricing FL under the MLE rule)."""
     rounds = int(params["rounds"])
@@ -70,6 +71,7 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
             "max_average_regret": value("max_average_regret"),
             "regret_bound": value("regret_bound"),
             "cce_gap": value("cce_gap"), "azuma": value("azuma"),
+            "nash_gap": value("nash_gap"),
             "converged": bool(value("converged", "min") == 1.0),
             "opted_out": value("opted_out", "mean"),
             "reached": (g.groupby("population")["reached"].first() if "population" in g
