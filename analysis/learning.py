@@ -41,14 +41,15 @@ def learning_unit(config: LearningConfig, seed: np.random.SeedSequence) -> pd.Da
             **{k: v for k, v in outcome.items() if k.startswith("distance_")}}
     end = pd.DataFrame({"round": config.rounds, "metric": list(last), "value": list(last.values())})
     return pd.concat([rows, end], ignore_index=True).assign(
-        feedback=config.resolved_feedback, reached=outcome["reached"],
+        feedback=config.resolved_feedback, reached=outcome["reached"], play=outcome["play"],
         predicted=model.predicted_name)
 
 
 def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
     """Per (game, learner, feedback), pooled over populations: the contract's numbers (the last
     round's largest regret, CCE gap and last iterate's deviation gain ``nash_gap``, the mean
-    final distance, ``converged`` when every population converged), what was reached, and
+    final distance, ``converged`` when every population converged), what was reached and how
+    play ended (``play``: converged, stuck, cycles or wanders, counted over populations), and
     the social costs. One combination: its
     numbers at the top level. ``opted_out``: the mean number of agents whose last iterate is
     the opt-out (pricing FL under the MLE rule)."""
@@ -74,8 +75,8 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
             "nash_gap": value("nash_gap"),
             "converged": bool(value("converged", "min") == 1.0),
             "opted_out": value("opted_out", "mean"),
-            "reached": (g.groupby("population")["reached"].first() if "population" in g
-                        else g["reached"].iloc[:1]).value_counts().to_dict(),
+            **{k: (g.groupby("population")[k].first() if "population" in g
+                   else g[k].iloc[:1]).value_counts().to_dict() for k in ("reached", "play")},
             "predicted": str(g["predicted"].iloc[0]),
             "predicted_nash_gap": value("predicted_nash_gap"),
             "social_cost": value("social_cost", "mean"),
@@ -84,7 +85,8 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
             "optimum_social_cost": value("optimum_social_cost", "mean"),
             "populations": int(g["population"].nunique()) if "population" in g else 1})
     out: dict[str, Any] = {"runs": runs, "tolerance": float(params["tolerance"]),
-                           "table": [{**r, "reached": _reached(r["reached"])} for r in runs]}
+                           "table": [{**r, "reached": _reached(r["reached"]),
+                                      "play": _reached(r["play"])} for r in runs]}
     if len(runs) == 1:
         out.update(runs[0])
     return out
@@ -104,7 +106,8 @@ def learning_claims(s: Mapping[str, Any]) -> list[Claim]:
                          "average regret (+ Azuma allowance)",
                          r["max_average_regret"] + r["azuma"], r["cce_gap"], kind="at_most"))
         out.append(Claim(f"{where}: the last iterate converges to the predicted profile "
-                         f"({r['predicted']}); reached: {_reached(r['reached'])}", True,
+                         f"({r['predicted']}); reached: {_reached(r['reached'])}; play: "
+                         f"{_reached(r.get('play', {}))}", True,
                          bool(r["converged"] and r["final_distance"] <= s["tolerance"]),
                          kind="true"))
     return out

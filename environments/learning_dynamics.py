@@ -240,6 +240,7 @@ class LearningModel(Environment):
         self._social_total, self._social_rounds = 0.0, 0
         self._iterate = self.learner.current()
         self.last_change = 0
+        self._iterates: list[int] = []  # a hash of each round's last iterate
         self.datacollector = mesa.DataCollector(model_reporters={
             "distance": LearningModel.distance, "nash_gap": LearningModel.nash_gap,
             "max_average_regret": LearningModel.max_average_regret,
@@ -273,6 +274,7 @@ class LearningModel(Environment):
         mode = self.learner.current()
         if not np.array_equal(mode, self._iterate):
             self._iterate, self.last_change = mode, self.steps
+        self._iterates.append(hash(mode.tobytes()))
         self.datacollector.collect(self)
 
     def _bounded(self, costs: NDArray, own: NDArray) -> tuple[NDArray, NDArray]:
@@ -340,18 +342,26 @@ class LearningModel(Environment):
 
     def outcome(self) -> dict:
         """Where the last iterate ended: ``converged`` (unchanged over the last tenth of the
-        rounds, and within ``tolerance`` of an equilibrium), and ``reached``: the nearest
-        theory profile within ``tolerance``, else ``other equilibrium`` or ``none``."""
+        rounds, and within ``tolerance`` of an equilibrium); ``reached``: the nearest theory
+        profile within ``tolerance``, else ``other equilibrium`` or ``none``; ``play``:
+        ``converged``, ``stuck`` (unchanged, not an equilibrium), ``cycles`` (over the last
+        tenth it keeps returning to profiles it left: at most half as many distinct ones as
+        changes) or ``wanders``."""
         tol = self.config.tolerance
-        stable = self.last_change <= self.steps - max(self.steps // 10, 1)
+        tail = max(self.steps // 10, 1)
+        stable = self.last_change <= self.steps - tail
         converged = bool(stable and self.nash_gap() <= tol)
         mode = self.last_iterate()
         near = {name: self.game.distance(mode, ref) for name, ref in self.references.items()}
         name, gap = min(near.items(), key=lambda kv: kv[1])
         reached = name if stable and gap <= tol else ("other equilibrium" if converged
                                                       else "none")
-        return {"converged": converged, "reached": reached, **{f"distance_{k}": v
-                                                                for k, v in near.items()}}
+        recent = self._iterates[-tail - 1:]
+        changes = sum(a != b for a, b in zip(recent, recent[1:], strict=False))
+        play = ("converged" if converged else "stuck" if stable else
+                "cycles" if changes >= 2 and len(set(recent)) <= changes / 2 else "wanders")
+        return {"converged": converged, "reached": reached, "play": play,
+                **{f"distance_{k}": v for k, v in near.items()}}
 
     def predicted(self) -> dict:
         """The theory's profiles, their deviation gains and social costs, and the optimum."""

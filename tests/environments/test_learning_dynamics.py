@@ -189,6 +189,21 @@ def test_sar_bandit_cost_is_the_simulated_exposure():
     assert np.all(draws[:, 7:] == 0.0)
 
 
+def test_outcome_tells_convergence_from_cycling():
+    """SAR participation under best response: everyone leaves, everyone returns -- the last
+    iterate alternates between two profiles (cycles); BAS under best response settles at its
+    NE (converged); SPSA's continuous level never repeats (wanders)."""
+    sar = LearningModel(LearningConfig(game="sar", learner="best_response", rounds=200),
+                        seed=0).run()
+    recent = sar.history[-20:].sum(axis=1)
+    assert sar.outcome()["play"] == "cycles" and len(set(recent)) == 2
+    bas = LearningModel(LearningConfig(game="bas", learner="best_response", rounds=200),
+                        seed=0).run()
+    assert bas.outcome()["play"] == "converged" and bas.outcome()["reached"] == "nash"
+    spsa = LearningModel(LearningConfig(game="ppsp", learner="spsa", rounds=200), seed=0).run()
+    assert spsa.outcome()["play"] == "wanders"
+
+
 def test_same_seed_same_play():
     config = LearningConfig(game="pricing", learner="exp3", rounds=100)
     a = LearningModel(config, seed=12).run()
