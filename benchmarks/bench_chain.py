@@ -117,6 +117,32 @@ def ray_vs_serial(replications: int, repetitions: int = 3) -> dict:
             "fixed_cost_s": init + cold - ray}
 
 
+def cold_sweep(replications: int, repetitions: int = 3) -> dict:
+    """The user's cold command, ``privgames run bas-mse-vs-K --replications R`` with
+    ``--workers 0`` and ``--workers 2``, each in a fresh process (its own ``ray.init`` and cold
+    workers), interleaved; medians of the wall times."""
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    def once(workers: int) -> float:
+        with tempfile.TemporaryDirectory() as out:
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "privgames.analysis", "run", "bas-mse-vs-K",
+                            "--replications", str(replications), "--workers", str(workers),
+                            "--out", out], check=True, capture_output=True)
+            return time.perf_counter() - start
+
+    serial, ray = [], []
+    for _ in range(repetitions):
+        serial.append(once(0))
+        ray.append(once(2))
+    serial_s, ray_s = float(np.median(serial)), float(np.median(ray))
+    return {"replications": replications, "serial_s": serial_s, "ray_2_workers_s": ray_s,
+            "speedup": serial_s / ray_s}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke run")
@@ -130,6 +156,7 @@ def main() -> None:
     }
     if not args.no_ray:
         report["ray"] = ray_vs_serial(200 if q else 5_000)
+        report["cold"] = cold_sweep(200 if q else 8_000, 1 if q else 3)
     print(json.dumps(report, indent=2))
 
 

@@ -34,6 +34,8 @@ TARGETS = [
      "tiny run: default (`--workers auto`) minus `--workers 0` (s)"),
     ("bench_chain", "ray.speedup", ">=", 1.8, "Ray sweep (16 tasks, 2 warm workers) vs serial"),
     ("bench_chain", "ray.fixed_cost_s", "<", 3.0, "Ray's fixed cost: init + cold workers (s)"),
+    ("bench_chain", "cold.speedup", ">=", 1.6, "cold `bas-mse-vs-K --replications 8000`: "
+     "`--workers 2` vs `--workers 0`, fresh processes"),
     ("bench_sar", "0.ratio_to_raw", ">=", 0.5, "SAR attack kernel (weak) vs numpy's raw rate"),
     ("bench_sar", "1.ratio_to_raw", ">=", 0.5, "SAR attack kernel (strong) vs numpy's raw rate"),
     ("bench_ppsp", "ray.ray_over_vectorized", ">=", 1.0, "Ray-actor ring vs the vectorized ring"),
@@ -52,6 +54,10 @@ TARGETS = [
 ]
 
 
+#: Paper-scale seconds on 2 cores (issue 23): every APES experiment under 90 s, dp-kmeans
+#: under 180 s, the whole reproduction under 10 minutes; the others under a minute.
+PAPER_TARGETS = {"apes": 90.0, "apes-clip": 90.0, "apes-sparsify": 90.0, "dp-kmeans": 180.0,
+                 "total": 600.0}
 #: Random numbers an experiment must draw at paper scale, exactly per user (how they add up),
 #: for the experiments whose draws alone put the target out of reach: the report divides them
 #: by the Clip-Laplace sampler's rate and by numpy's standard_exponential rate (the true floor),
@@ -84,6 +90,15 @@ REASONS = {
                         "its agents to register (the autoscaler's and log monitors are no longer "
                         "started), and each cold worker imports pandas, Mesa and the "
                         "experiment's modules (about 1 s) before its first task",
+    "cold.speedup": "the 24 tasks are 13.6 s of work (the 4 largest 1.7 s each); a cold Ray "
+                    "costs about 3 CPU-s on the same 2 cores: ray.init 1.7 (the driver 0.34, the "
+                    "raylet's two agents 0.71, two prestarted workers 0.56) and each worker's "
+                    "first imports 0.68 (pandas, Mesa, the experiment). Perfect packing gives "
+                    "(13.6 + 3.0) / 2 + 0.65 s of driver imports = 8.95 s, at most 1.6x. Tried "
+                    "and measured, no gain: running tasks in the driver while Ray starts (10.5 "
+                    "against 10.6 s: Ray's start-up occupies a core), largest tasks first, a "
+                    "worker setup hook that imports ahead (slower), and a `ray start --head` "
+                    "session joined by address (10.7-11.1 s: workers still start per job)",
     "pricing-fig1": "160 units of about 0.5 s of Python-level best responses (one client at a "
                     "time: in-turn updates are sequential); 2 workers on this machine run such "
                     "code 1.4-1.5x faster than one",
@@ -256,7 +271,7 @@ def main() -> None:
              "work was running and the figures are skewed); each ratio is a median of "
              "interleaved repetitions in one process.", "", "## Targets", "",
              "| what | measured | target | met |", "|---|---|---|---|"]
-    targets = TARGETS + [("paper_scale_s", name, "<", 60.0 if name != "total" else 300.0,
+    targets = TARGETS + [("paper_scale_s", name, "<", PAPER_TARGETS.get(name, 60.0),
                           f"`{name}` at paper scale (s)")
                          for name in results.get("paper_scale_s", {})]
     for bench, key, op, target, what in targets:
