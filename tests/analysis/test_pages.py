@@ -104,6 +104,21 @@ def test_the_pricing_page_draws_clients_who_opt_out():
     assert len(dotted[0].get_segments()) == out
 
 
+def test_the_learning_page_draws_each_client_row_under_incomplete_information():
+    """pricing-bayes on the learning page: a client's two rows (2N agents), each action drawn
+    as its report and noise on the axis."""
+    page = PAGES["learning"]
+    model = PageModel.of(page)(**{**page.defaults(), "game": "pricing-bayes", "agents": 4,
+                                  "learner": "regret_matching"})
+    assert model.error is None
+    for _ in range(3):
+        model.step()
+    figure = page.agents(model.env)
+    assert len(figure.axes[0].collections[0].get_offsets()) == 8
+    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert labels[0].startswith("L ") and labels[-1].startswith("H ")
+
+
 def test_the_sar_page_judges_attacks_at_the_users_still_taking_part():
     """Eq (31)/(32) depend on the participants' count: once users opt out, the page's theory
     is the config's prediction at that count, not at the configured K."""
