@@ -42,9 +42,9 @@ class Shuffler(mesa.Agent):
         m.shuffled_budgets = m.shuffler_rng.permutation(m.budgets)
 
     def shuffled(self) -> np.ndarray:
-        """The last round's reports as the analyzer receives them, ``(d, n)``: each dimension
-        in its own uniformly random order (the same on every call for a round)."""
-        return self.model.permutation_stream().permuted(self.model.reports, axis=1)
+        """The last round's reports as the analyzer receives them, ``(n, d)``: each dimension
+        (column) in its own uniformly random order (the same on every call for a round)."""
+        return self.model.permutation_stream().permuted(self.model.reports, axis=0)
 
 
 class Analyzer(mesa.Agent):
@@ -70,6 +70,6 @@ class Analyzer(mesa.Agent):
 
     def aggregate(self) -> None:
         m = self.model
-        estimate = m.estimate(m.reports.mean(axis=1))
+        estimate = m.estimate(m.reports.mean(axis=0))
         m.w = m.w - m.config.lr * estimate.reshape(m.w.shape)
         m.gradient_error = float(np.sqrt(np.mean((estimate - m.true_mean) ** 2)))

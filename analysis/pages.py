@@ -441,7 +441,7 @@ def apes_agents(env: APESModel) -> Figure:
     fig, (ax, bx) = _figure(2)
     ax.hist(env.budgets, bins=30, color="#7570b3")
     ax.set(xlabel="local ε", ylabel="users", title=f"{env.budgets.size} users' budgets")
-    reports = env.shuffled_reports()[0]
+    reports = env.shuffled_reports()[:, 0]
     bx.scatter(np.arange(reports.size), reports, s=4, color="#1b9e77")
     bx.set(xlabel="arrival position (after the shuffle)", ylabel="report (dimension 1)",
            title=f"round {env.steps}: {env.config.framework}")

@@ -8,7 +8,8 @@ regression at the global model (``d = classes x features``: 650 on scikit-learn'
 send value and budget to the shuffler, which permutes each dimension and the budget list; the
 analyzer averages, calibrates and steps. Users are processed in ``groups`` (each group's noise
 has its own stream per round), one after another or as Ray tasks: the same numbers either way.
-The reports matrix ``(d, n)`` is the largest array; everything else is per group.
+The reports matrix ``(n, d)`` (a row per user, as sent) is the largest array; everything else is
+per group.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ class APESConfig:
         return max(1, round(self.b_ratio * self.d)) if self.framework == "s-apes" else self.d
 
     def footprint(self) -> Footprint:
-        """The ``(d, n)`` reports, a group's gradients and samples, the data. Work: draws."""
+        """The ``(n, d)`` reports, a group's gradients and samples, the data. Work: draws."""
         group = math.ceil(self.n / self.groups)
         peak = (8.0 * self.d * self.n * 2 + 8.0 * group * (self.samples * self.features
                                                          + 4 * self.d) + 8.0 * 70_000 * 785)
@@ -191,7 +192,7 @@ class APESModel(Environment):
 
     Attributes:
         budgets: the users' local budgets ``(n,)``; shuffled_budgets: as the analyzer sees them.
-        reports: the last round's reports ``(d, n)``, columns by user as sent
+        reports: the last round's reports ``(n, d)``, a row per user as sent
             (:meth:`shuffled_reports`: as the analyzer receives them).
         w: the global model ``(classes, features)``; true_mean: the last round's average
             clipped gradient (for the estimator's error).
@@ -214,10 +215,11 @@ class APESModel(Environment):
         self.shuffled_budgets = self.budgets.copy()
         self.shuffler_rng = generator(self.shuffle_seed)
         self.w = np.zeros((CLASSES, x.shape[1]))
-        self.reports = np.zeros((c.d, c.n))
+        self.reports = np.zeros((c.n, c.d))
         self.true_mean = np.zeros(c.d)
         self.gradient_error = math.nan
-        self.groups = np.array_split(np.arange(c.n), c.groups)
+        self.groups = [slice(int(p[0]), int(p[-1]) + 1)
+                       for p in np.array_split(np.arange(c.n), c.groups)]  # consecutive users
         self.group_data = [(x[self.user_samples[p]], labels[self.user_samples[p]])
                            for p in self.groups]  # each group's samples, gathered once
         self.users = PLDPUser.create_agents(self, c.n, index=list(range(c.n)))
@@ -236,7 +238,8 @@ class APESModel(Environment):
         self.datacollector.collect(self)
 
     def collect_reports(self, round_: int) -> None:
-        """Every group's reports into ``reports`` (columns by user)."""
+        """Every group's reports into ``reports`` (a group's rows, in place: no transposed
+        copy of the ``n x d`` reports)."""
         c = self.config
         jobs = [(self.w, X, y, self.budgets[p], c, child(self.noise_seed, round_, k))
                 for k, (p, (X, y)) in enumerate(zip(self.groups, self.group_data, strict=True))]
@@ -250,7 +253,7 @@ class APESModel(Environment):
             results = [group_reports(*job) for job in jobs]
         clean = np.zeros(c.d)
         for p, (rep, g) in zip(self.groups, results, strict=True):
-            self.reports[:, p] = rep.T
+            self.reports[p] = rep
             clean += g.sum(axis=0)
         self.true_mean = clean / c.n
 

@@ -18,12 +18,12 @@ def test_shuffler_permutes_within_dimensions_and_the_budgets_separately():
     before = model.reports.copy()
     model.shuffler.shuffle()
     shuffled = model.shuffled_reports()
-    np.testing.assert_array_equal(np.sort(before, axis=1), np.sort(shuffled, axis=1))
+    np.testing.assert_array_equal(np.sort(before, axis=0), np.sort(shuffled, axis=0))
     assert not np.array_equal(before, shuffled)
     np.testing.assert_array_equal(shuffled, model.shuffled_reports())  # one order per round
     # each dimension in its own order: the permutations taking a row to its shuffle differ
     perms = {tuple(np.argsort(b)[np.searchsorted(np.sort(b), s)])
-             for b, s in zip(before[:50], shuffled[:50], strict=True)}
+             for b, s in zip(before.T[:50], shuffled.T[:50], strict=True)}
     assert len(perms) > 1
     np.testing.assert_array_equal(np.sort(model.shuffled_budgets), np.sort(model.budgets))
     np.testing.assert_array_equal(model.reports, before)  # what the users sent is kept
@@ -141,7 +141,7 @@ def test_an_mnist_file_gives_the_papers_dimension(tmp_path):
     np.savez(path, x_train=rng.integers(0, 256, (300, 28, 28), dtype=np.uint8),
              y_train=rng.integers(0, 10, 300))
     model = APESModel(APESConfig(n=20, rounds=1, data=str(path)), 0).run()
-    assert model.config.d == 7850 and model.reports.shape == (7850, 20)
+    assert model.config.d == 7850 and model.reports.shape == (20, 7850)
     assert model.w.shape == (10, 785)
     (tmp_path / "bad.npz").write_text("not an archive")
     with pytest.raises(ConfigError, match="is not an MNIST file"):
@@ -186,7 +186,7 @@ def test_s_apes_analyzer_uses_the_more_accurate_rescale(sparsify, budget):
                      budgets=tuple([budget] * 3000))
     model = APESModel(cfg, 0)
     model.step()
-    mean = model.reports.mean(axis=1)
+    mean = model.reports.mean(axis=0)
     errors = [np.sqrt(np.mean((model.analyzer.calibration()(mean * s) - model.true_mean) ** 2))
               for s in (1.0, cfg.d / cfg.b)]
     assert model.gradient_error == pytest.approx(min(errors), rel=1e-12)
