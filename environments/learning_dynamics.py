@@ -176,7 +176,7 @@ def make_game(config: LearningConfig, rng: np.random.Generator) -> GridGame:
         return PPSPGame(ring.weights(rng), ring.K, ring.delta, ring.d, c.grid_points, c.grid)
     if c.game == "pricing-bayes":
         game = BinaryGame(n, c.alpha_L, c.alpha_H, c.p_low, aggregation=c.aggregation)
-        return BayesPricingGame(game, c.pricing, c.grid_points, c.grid, rng)
+        return BayesPricingGame(game, c.pricing, rng, c.grid_points, c.grid)
     alpha = np.clip(rng.normal(c.alpha_mean, c.alpha_std, n), 0.01, 0.99)
     return PricingGame(alpha, 1.0, 1.0, 1.0, 1.0, c.aggregation, c.pricing, c.grid_points,
                        c.grid)

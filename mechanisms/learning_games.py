@@ -447,15 +447,14 @@ class BayesPricingGame(GridGame):
     :class:`PricingGame` does, and the realized penalty ``beta (n_i - mean n)^2``.
 
     The analyst's deviation gains and social costs are interim expectations over the others'
-    types (:data:`TYPE_PROFILES`); the optimum is the exact expected social cost at the
-    type-contingent optimum.
+    types (:data:`TYPE_PROFILES`, drawn from ``rng`` when they are not all enumerated); the
+    optimum is the exact expected social cost at the type-contingent optimum.
     """
 
     log_scale = True
 
-    def __init__(self, game: BinaryGame, prices: bool, grid_points: int = 21,
-                 grid: ArrayLike | None = None,
-                 rng: np.random.Generator | None = None) -> None:
+    def __init__(self, game: BinaryGame, prices: bool, rng: np.random.Generator,
+                 grid_points: int = 21, grid: ArrayLike | None = None) -> None:
         self.bayes = game
         self.design = design(game)
         full = self.design["mechanism"]
@@ -480,8 +479,7 @@ class BayesPricingGame(GridGame):
         self.row_type = np.arange(self.n) // self.N
         self.types = np.zeros(self.N, dtype=int)
         self.active = self.row_type == 0
-        self.profiles, self.profile_weights = self._type_profiles(
-            rng or np.random.default_rng(0))
+        self.profiles, self.profile_weights = self._type_profiles(rng)
         self._interim: tuple[bytes, NDArray] | None = None
 
     # --- the protocol -------------------------------------------------------------------------

@@ -81,9 +81,9 @@ def _cells(markdown: str, start: str) -> list[list[str]]:
 def test_results_table_judges_every_target(tmp_path):
     """``run.py --quick --paper-timings`` runs every benchmark, and judges each paper-scale
     wall time from the given ``timings.json`` against its target (an experiment under a
-    minute, the total under five) and names the file it took them from; a target not met gets
-    its floor (an APES experiment's draws at the sampler's rate the same run measured, beside
-    numpy's standard_exponential rate) or reason."""
+    minute, an APES one under 90 s, the total under ten) and names the file it took them
+    from; a target not met gets its floor (an APES experiment's draws at the sampler's rate
+    the same run measured, beside numpy's standard_exponential rate) or reason."""
     timings = tmp_path / "timings.json"
     timings.write_text(json.dumps({"seconds": {"fast": 5.0, "slow": 61.0, "apes-clip": 200.0},
                                    "total": 266.0}))
@@ -94,7 +94,8 @@ def test_results_table_judges_every_target(tmp_path):
     assert f"--paper-timings {timings}" in table
     assert "| `fast` at paper scale (s) | 5 | < 60.0 | yes |" in table
     assert "| `slow` at paper scale (s) | 61 | < 60.0 | no |" in table
-    assert "| `total` at paper scale (s) | 266 | < 300.0 | yes |" in table
+    assert "| `total` at paper scale (s) | 266 | < 600.0 | yes |" in table
+    assert "| `apes-clip` at paper scale (s) | 200 | < 90.0 | no |" in table
     assert "| start-up: `privgames list` (s) |" in table and "not measured" not in table
     why = dict(_cells(table.split("## Not met: why")[1].split("\n## ")[0], "| `"))
     assert set(why) >= {"`slow` at paper scale (s)", "`apes-clip` at paper scale (s)"}

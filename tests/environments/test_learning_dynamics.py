@@ -270,7 +270,7 @@ def _bayes(N=6, aggregation="mle", prices=True, points=9):
     from privgames.mechanisms.pricing_bayes import BinaryGame
 
     return BayesPricingGame(BinaryGame(N, 0.25, 0.75, 0.4, aggregation=aggregation), prices,
-                            points)
+                            np.random.default_rng(0), points)
 
 
 @pytest.mark.parametrize("aggregation,prices", [("mle", True), ("mle", False), ("mean", True),
