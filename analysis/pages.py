@@ -484,11 +484,13 @@ def learning_agents(env: LearningModel) -> Figure:
     ax.scatter(x, index(nash), marker="_", s=200, color="black", label=env.predicted_name)
     ticks = np.linspace(0, g.grid.size - 1, min(6, g.grid.size)).astype(int)
     ax.set_yticks(ticks, [g.label(g.grid[t]) for t in ticks])
+    who = f"{mode.size} agents"
     if env.config.game == "pricing-bayes":  # rows: every client's L row, then its H row
         ax.axvline(mode.size / 2 + 0.5, color="grey", linewidth=0.8)
+        who = f"{mode.size // 2} clients x 2 types"
     ax.set(xlabel="agent" if env.config.game != "pricing-bayes" else
            "client's row: type L (left), type H (right)", ylabel="action (grid)",
-           title=f"{env.config.game}: {mode.size} agents, round {env.steps}")
+           title=f"{env.config.game}: {who}, round {env.steps}")
     ax.legend(fontsize="small")
     return fig
 
@@ -550,7 +552,8 @@ PAGES: dict[str, Page] = {page.route: page for page in (
          apes_agents, apes_measures, apes_readings, fixed={"n": 1000, "rounds": 30},
          display_max={"n": 20000, "C": 5.0, "rounds": 200, "samples": 100}),
     Page("learning", "Learning dynamics", LearningModel, LearningConfig,
-         ("game", "learner", "feedback", "agents", "rounds", "grid_points"),
+         ("game", "learner", "feedback", "agents", "rounds", "grid_points", "aggregation",
+          "pricing"),
          learning_agents, learning_measures, learning_readings,
          fixed={"agents": 12, "rounds": 300},
          display_max={"agents": 1000, "rounds": 5000, "grid_points": 101}),
