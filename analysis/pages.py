@@ -484,12 +484,12 @@ def learning_agents(env: LearningModel) -> Figure:
     ax.scatter(x, index(nash), marker="_", s=200, color="black", label=env.predicted_name)
     ticks = np.linspace(0, g.grid.size - 1, min(6, g.grid.size)).astype(int)
     ax.set_yticks(ticks, [g.label(g.grid[t]) for t in ticks])
-    who = f"{mode.size} agents"
+    who, xlabel = f"{mode.size} agents", "agent"
     if env.config.game == "pricing-bayes":  # rows: every client's L row, then its H row
         ax.axvline(mode.size / 2 + 0.5, color="grey", linewidth=0.8)
-        who = f"{mode.size // 2} clients x 2 types"
-    ax.set(xlabel="agent" if env.config.game != "pricing-bayes" else
-           "client's row: type L (left), type H (right)", ylabel="action (grid)",
+        who, xlabel = (f"{mode.size // 2} clients x 2 types",
+                       "client's row: type L (left), type H (right)")
+    ax.set(xlabel=xlabel, ylabel="action (grid)",
            title=f"{env.config.game}: {who}, round {env.steps}")
     ax.legend(fontsize="small")
     return fig

@@ -77,13 +77,14 @@ class GridGame(ABC):
         middle = self.middle()
         lo, hi = np.full(self.n, np.nan), np.full(self.n, np.nan)
         samples = []
-        for _ in range(draws):
+        for k in range(draws):
             self.begin_round(rng)
             on = np.ones(self.n, dtype=bool) if self.active is None else self.active
-            c = self.costs(middle)
-            finite = np.where(np.isfinite(c) & on[:, None], c, np.nan)
-            lo = np.fmin(lo, np.nanmin(finite, axis=1, initial=np.inf))
-            hi = np.fmax(hi, np.nanmax(finite, axis=1, initial=-np.inf))
+            if k == 0 or self.active is not None:  # costs move only with a round's types
+                c = self.costs(middle)
+                finite = np.where(np.isfinite(c) & on[:, None], c, np.nan)
+                lo = np.fmin(lo, np.nanmin(finite, axis=1, initial=np.inf))
+                hi = np.fmax(hi, np.nanmax(finite, axis=1, initial=-np.inf))
             samples.append(np.where(on, self.realized(middle, rng), np.nan))
         with np.errstate(invalid="ignore"):
             sd = np.nan_to_num(np.nanstd(samples, axis=0))
@@ -345,6 +346,14 @@ class PPSPGame(GridGame):
         return self.social_cost(np.full(self.n, c))
 
 
+def release_loss(error: float, kappa: float, L_F: float) -> float:
+    """Eq (9)'s loss ``kappa (Delta + Delta^2 / (2 L_F))`` estimated without bias from one
+    release error ``e ~ N(0, Delta^2)``: ``|e| sqrt(pi/2)`` for ``Delta``, ``e^2`` for
+    ``Delta^2`` (``inf`` when nothing was released)."""
+    estimate = abs(error) * math.sqrt(math.pi / 2.0)
+    return kappa * (estimate + error * error / (2.0 * L_F))
+
+
 class PricingGame(GridGame):
     """FL clients choose their noise ``sigma_i``; client ``i`` pays eq (5)'s ``J_i`` plus, with
     prices, the expected penalty ``beta_i E[(w~_i - mean w~)^2]`` of Definition 4 (the
@@ -402,8 +411,7 @@ class PricingGame(GridGame):
                 error = float(np.sum(w * noise) / w.sum()) if w.sum() > 0 else math.inf
             else:
                 error = float(noise.sum() / n) if inside.all() else math.inf
-            estimate = abs(error) * math.sqrt(math.pi / 2.0)
-            accuracy = (1.0 - self.alpha) * kappa * (estimate + error * error / (2.0 * L_F))
+            accuracy = (1.0 - self.alpha) * release_loss(error, kappa, L_F)
             privacy = np.fmax(self.alpha * c * S / v, 0.0)
             spread = noise - noise.sum() / n
             penalty = np.where(inside, self.beta * spread**2,
@@ -505,7 +513,7 @@ class BayesPricingGame(GridGame):
         noise = rng.standard_normal(self.N) * s
         w = self.weight[a]
         error = float(np.sum(w * noise) / np.sum(w))
-        accuracy = g.kappa * (abs(error) * math.sqrt(math.pi / 2.0) + error**2 / (2.0 * g.L_F))
+        accuracy = release_loss(error, g.kappa, g.L_F)
         spread = noise - noise.mean()
         reported_l = int(np.sum(a == 0))
         own = ((1.0 - g.alpha[t]) * accuracy + g.alpha[t] * g.c * g.S / s
@@ -532,9 +540,11 @@ class BayesPricingGame(GridGame):
         prices reports do not matter: the truthful case alone."""
         target = np.asarray(self.design["target"], dtype=float)
         first = {"bne": (TRUTHFUL, target)} if self.prices else {}
-        names = [k for k in CASES if not (self.prices and k == "truthful")]
-        names = sorted(names, key=lambda k: k != "truthful") if self.reports_matter else (
-            [] if self.prices else ["truthful"])
+        if self.reports_matter:
+            names = sorted((k for k in CASES if not (self.prices and k == "truthful")),
+                           key=lambda k: k != "truthful")
+        else:  # the mean rule without prices
+            names = ["truthful"]
         return {**first, **{k: (CASES[k], case_equilibrium(self.bayes, self.mechanism,
                                                             CASES[k])) for k in names}}
 
@@ -547,9 +557,6 @@ class BayesPricingGame(GridGame):
         t = self.row_type
         gap = np.abs(np.log(np.asarray(s)[t])[:, None] - np.log(self.levels)[None, :])
         return np.asarray(rho)[t] * self.m_levels + gap.argmin(axis=1).astype(float)
-
-    def snap(self, values: ArrayLike) -> NDArray:
-        return np.asarray(values, dtype=float)
 
     def distance(self, values: NDArray, reference: NDArray) -> float:
         """Largest distance of a row's action from the reference's: 1 for another report
@@ -637,9 +644,9 @@ class BayesPricingGame(GridGame):
         a, s, t = report[rows], sigma[rows], self.profiles
         w = self.weight[a]
         delta = np.sqrt(np.sum(w**2 * s**2, axis=1)) / np.sum(w, axis=1)
-        accuracy = g.kappa * delta * (1.0 + delta / (2.0 * g.L_F))
-        each = np.sum((1.0 - g.alpha[t]) * accuracy[:, None] + g.alpha[t] * g.c * g.S / s,
-                      axis=1)
+        accuracy = pricing.loss_bound(delta, g.kappa, g.L_F)
+        each = np.sum((1.0 - g.alpha[t]) * accuracy[:, None]
+                      + g.alpha[t] * pricing.privacy_loss(s, g.c, g.S), axis=1)
         return float(np.average(each, weights=self.profile_weights))
 
     def optimum(self) -> float:

@@ -293,6 +293,28 @@ def test_bayes_interim_costs_are_eq13_expected_costs(aggregation, prices):
                 np.testing.assert_allclose(interim[t * 6 + 2, half], exact, rtol=1e-12)
 
 
+@pytest.mark.parametrize("aggregation", ["mle", "mean"])
+def test_bayes_social_cost_is_the_expected_social_cost(aggregation):
+    """Everyone truthful at the design's target noise (on the grid exactly): the analyst's
+    social cost over all 64 type profiles equals ``pricing_bayes.expected_social_cost``, the
+    expectation over the Binomial count of L types."""
+    from privgames.mechanisms.learning_games import BayesPricingGame
+    from privgames.mechanisms.pricing_bayes import (
+        TRUTHFUL,
+        BinaryGame,
+        design,
+        expected_social_cost,
+    )
+
+    binary = BinaryGame(6, 0.25, 0.75, 0.4, aggregation=aggregation)
+    target = design(binary)["target"]
+    game = BayesPricingGame(binary, True, np.random.default_rng(0),
+                            grid=(*sorted(target), 10 * max(target)))
+    truthful = game._row_actions(TRUTHFUL, target)
+    assert game.social_cost(truthful) == pytest.approx(expected_social_cost(binary, target),
+                                                       rel=1e-12)
+
+
 def test_bayes_types_are_drawn_every_round_from_the_prior():
     """Each client plays exactly one row a round, its type's; over rounds the share of L
     rows playing is the prior's 0.4, within 3 binomial standard errors."""
