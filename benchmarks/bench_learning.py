@@ -1,7 +1,9 @@
 """Learning from experience: one round of ``learning-dynamics`` (every agent acts, gets its
 feedback, updates; the analyst records regret, CCE gap and distance) with 10,000 agents on a
 21-point grid, per game, against the cheapest numpy primitive for a round's work: one ``exp``
-over the ``agents x grid`` array (what Hedge's weights alone need).
+over the ``agents x grid`` array (what Hedge's weights alone need). ``pricing-bayes`` has
+twice the rows (a client per type) and twice the actions (a report per level), and its analyst
+takes interim expectations over 128 type profiles whenever the last iterate moves.
 
 Run ``python benchmarks/bench_learning.py`` (``--quick`` for a smoke run). Times are medians of
 interleaved repetitions in one process; the ratio is what to compare across machines.
@@ -17,7 +19,7 @@ from _common import arguments, timed
 
 from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 
-GAMES = ("bas", "sar", "ppsp", "pricing")
+GAMES = ("bas", "sar", "ppsp", "pricing", "pricing-bayes")
 
 
 def main() -> None:

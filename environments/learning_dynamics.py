@@ -241,6 +241,7 @@ class LearningModel(Environment):
         self._iterate = self.learner.current()
         self.last_change = 0
         self._iterates: list[int] = []  # a hash of each round's last iterate
+        self._of_iterate: dict[str, float] = {}  # its measurements, until it changes
         self.datacollector = mesa.DataCollector(model_reporters={
             "distance": LearningModel.distance, "nash_gap": LearningModel.nash_gap,
             "max_average_regret": LearningModel.max_average_regret,
@@ -274,6 +275,7 @@ class LearningModel(Environment):
         mode = self.learner.current()
         if not np.array_equal(mode, self._iterate):
             self._iterate, self.last_change = mode, self.steps
+            self._of_iterate.clear()
         self._iterates.append(hash(mode.tobytes()))
         self.datacollector.collect(self)
 
@@ -298,13 +300,20 @@ class LearningModel(Environment):
         return self._iterate
 
 
+    def _measured(self, name: str, measure) -> float:
+        """A measurement of the last iterate, taken when it changes, not every round."""
+        if name not in self._of_iterate:
+            self._of_iterate[name] = measure(self.last_iterate())
+        return self._of_iterate[name]
+
     def distance(self) -> float:
         """Distance of the last iterate to the predicted profile (fraction of the grid)."""
-        return self.game.distance(self.last_iterate(), self.references[self.predicted_name])
+        return self._measured("distance", lambda v: self.game.distance(
+            v, self.references[self.predicted_name]))
 
     def nash_gap(self) -> float:
         """The last iterate's largest unilateral deviation gain (in units of the span)."""
-        return self.game.nash_gap(self.last_iterate(), self.span)
+        return self._measured("nash_gap", lambda v: self.game.nash_gap(v, self.span))
 
     def average_regrets(self) -> NDArray:
         """Each agent's average external regret against its grid, in its learner's units:
@@ -322,7 +331,7 @@ class LearningModel(Environment):
 
     def social_cost(self) -> float:
         """The social cost of the last iterate."""
-        return self.game.social_cost(self.last_iterate())
+        return self._measured("social_cost", self.game.social_cost)
 
     def average_social_cost(self) -> float:
         """The time-averaged play's social cost, over the rounds where it was finite (zero

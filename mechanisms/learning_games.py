@@ -488,7 +488,6 @@ class BayesPricingGame(GridGame):
         self.types = np.zeros(self.N, dtype=int)
         self.active = self.row_type == 0
         self.profiles, self.profile_weights = self._type_profiles(rng)
-        self._interim: tuple[bytes, NDArray] | None = None
 
     # --- the protocol -------------------------------------------------------------------------
     def begin_round(self, rng: np.random.Generator) -> None:
@@ -600,13 +599,17 @@ class BayesPricingGame(GridGame):
         own_v = (wc * cs) ** 2
         accuracy = np.zeros(cand.shape)
         chunk = max(1, (1 << 18) // cand.size)
+        buffers = np.empty((3, min(chunk, len(p)), *cand.shape))  # reused: no page faults
         for start in range(0, len(p), chunk):
             part = slice(start, start + chunk)
-            delta2 = own_v + others[1, part, :, None]
-            delta2 /= np.square(wc + others[0, part, :, None])
-            term = np.sqrt(delta2)
-            term += delta2 / (2.0 * g.L_F)
-            accuracy += np.tensordot(p[part], term, axes=(0, 0))
+            d2, t, den = buffers[:, :len(p[part])]
+            np.add(own_v, others[1, part, :, None], out=d2)
+            np.add(wc, others[0, part, :, None], out=den)
+            d2 /= np.square(den, out=den)
+            np.sqrt(d2, out=t)
+            d2 /= 2.0 * g.L_F
+            t += d2
+            accuracy += np.tensordot(p[part], t, axes=(0, 0))
         alpha = g.alpha[self.row_type][:, None]
         penalty = np.asarray(mech.beta)[ca] * (((g.N - 1) / g.N) ** 2 * cs**2
                                                + (p @ others[2])[:, None] / g.N**2)
@@ -618,22 +621,17 @@ class BayesPricingGame(GridGame):
         """Each row's expected cost of each candidate over the others' types, ``(2N, k)``."""
         return self._expected(values, self.profiles, self.profile_weights, candidates)
 
-    def _interim_grid(self, values: NDArray) -> NDArray:
-        """:meth:`interim_costs` on the grid, kept for the last profile asked (the analyst
-        asks for the same last iterate round after round)."""
-        key = np.asarray(values, dtype=float).tobytes()
-        if self._interim is None or self._interim[0] != key:
-            self._interim = (key, self.interim_costs(values))
-        return self._interim[1]
-
     def own_costs(self, values: NDArray) -> NDArray:
         """Each row's interim expected cost at the profile."""
-        j = np.asarray(values).astype(int)
-        return self._interim_grid(values)[np.arange(self.n), j]
+        return self._own(values, self.interim_costs(values))
+
+    def _own(self, values: NDArray, interim: NDArray) -> NDArray:
+        return interim[np.arange(self.n), np.asarray(values).astype(int)]
 
     def nash_gap(self, values: NDArray, scale: ArrayLike) -> float:
         """The largest interim gain of a row's deviation (0 at a BNE of the grid game)."""
-        gain = self.own_costs(values) - self._interim_grid(values).min(axis=1)
+        interim = self.interim_costs(values)
+        gain = self._own(values, interim) - interim.min(axis=1)
         return float(np.max(gain / np.asarray(scale, dtype=float)))
 
     def social_cost(self, values: NDArray) -> float:

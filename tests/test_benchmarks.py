@@ -109,7 +109,7 @@ def test_results_table_judges_every_target(tmp_path):
 def test_learning_benchmark():
     report = _report("bench_learning.py")
     for learner in ("hedge", "exp3"):
-        for game in ("bas", "sar", "ppsp", "pricing"):
+        for game in ("bas", "sar", "ppsp", "pricing", "pricing-bayes"):
             figures = report[learner][game]
             assert _finite(figures["round_s"], figures["ratio_to_exp"])
             assert figures["round_s"] > 0
