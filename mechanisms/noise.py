@@ -47,8 +47,8 @@ def clip_laplace_sample(x: ArrayLike, eps: ArrayLike, C: float, rng: np.random.G
                         A: float | None = None) -> NDArray:
     """Exact draws of ``CLap(x, 2C/eps, A)`` by the inverse CDF of the truncated Laplace: a
     uniform on the Laplace CDF's range over ``[-A, A]`` mapped back, each tail computed from its
-    own side (no cancellation near either end). One uniform per draw, generated and
-    transformed in cache-sized blocks (in place), so the kernel runs near numpy's raw rate."""
+    own side (no cancellation near either end). One uniform per draw, transformed in
+    cache-sized blocks by branch-free passes over reused buffers (:func:`_clap_block`)."""
     A = C if A is None else A
     lam = _scale(eps, C)
     x = np.asarray(x, dtype=float)
@@ -60,9 +60,11 @@ def clip_laplace_sample(x: ArrayLike, eps: ArrayLike, C: float, rng: np.random.G
              else np.broadcast_to(lam, shape).reshape(flat))
     out = np.empty(flat)
     step = max(1, BLOCK // flat[1])
+    work = np.empty((4, min(step, flat[0]), flat[1]))
     for lo in range(0, flat[0], step):
         sl = slice(lo, lo + step)
-        _clap_block(xb[sl], lam_b[sl], A, rng, out[sl])
+        rows = out[sl].shape[0]
+        _clap_block(xb[sl], lam_b[sl], A, rng, out[sl], *work[:, :rows])
     return out.reshape(shape)
 
 
@@ -90,39 +92,37 @@ BLOCK = 1 << 14
 
 
 def _clap_block(x: NDArray, lam: NDArray, A: float, rng: np.random.Generator,
-                out: NDArray) -> None:
-    """One block, in place: ``F(-A) = K / E`` and ``1 - F(A) = K E`` with ``E = e^(x/lam)``,
-    ``K = e^(-A/lam) / 2`` (one exponential per draw; two where ``A/lam > 700`` would
-    overflow), then one logarithm."""
+                out: NDArray, low: NDArray, high: NDArray, mass: NDArray, v: NDArray) -> None:
+    """One block, in place, in doubled CDF units: ``2F(-A) = K / E`` and ``2(1 - F(A)) = K E``
+    with ``E = e^(x/lam)``, ``K = e^(-A/lam)`` (one exponential per draw; two where ``A/lam >
+    700`` would overflow). With ``V`` uniform, ``2F(z) = 2F(-A) + 2V S`` and, from the top,
+    ``2(1 - F(z)) = 2(1 - F(A)) + 2(1 - V) S``; the smaller is the tail ``e^(-|z - x|/lam)``
+    on ``z``'s side, which the larger's sign picks: one logarithm, no masked copies."""
     a = A / lam
     if np.max(a) < 700.0:
-        e = x / lam
-        np.exp(e, out=e)
-        k = 0.5 * np.exp(-a)
-        high = k * e  # 1 - F(A) = e^(-(A - x)/lam) / 2
-        low = np.divide(k, e, out=e)  # F(-A) = e^(-(A + x)/lam) / 2
+        np.divide(x, lam, out=low)
+        np.exp(low, out=low)
+        k = np.exp(-a)
+        np.multiply(low, k, out=high)
+        np.divide(k, low, out=low)
     else:
-        high = 0.5 * np.exp((x - A) / lam)
-        low = 0.5 * np.exp(-(x + A) / lam)
-    mass = 1.0 - low - high
-    v = rng.random(out.shape)
-    u = v * mass
-    u += low  # F(z)
-    below = u <= 0.5  # z <= x: the lower branch F = e^((z - x)/lam) / 2
-    v -= 1.0
+        np.exp((x - A) / lam, out=high)
+        np.exp(-(x + A) / lam, out=low)
+    np.add(low, high, out=mass)
+    np.subtract(2.0, mass, out=mass)  # 2S
+    rng.random(out=v)
+    np.multiply(v, mass, out=out)
+    out += low  # 2F(z)
+    np.subtract(1.0, v, out=v)
     v *= mass
-    np.subtract(high, v, out=v)  # 1 - F(z) = high + (1 - v) mass, from the top
-    np.copyto(v, u, where=below)
+    v += high  # 2(1 - F(z))
+    np.subtract(out, v, out=low)  # > 0 above x
+    np.minimum(out, v, out=v)
     np.log(v, out=v)
-    v += _LN2
-    v *= lam
-    np.negative(v, out=out)
-    np.copyto(out, v, where=below)
-    out += x
+    v *= lam  # -|z - x|: copysign below keeps the magnitude
+    np.copysign(v, low, out=v)
+    np.add(v, x, out=out)
     np.clip(out, -A, A, out=out)
-
-
-_LN2 = float(np.log(2.0))
 
 
 def _moments(x: NDArray, lam: NDArray, A: float) -> tuple[NDArray, NDArray]:
