@@ -10,6 +10,8 @@ exponent; the correct one is ``S = 1 - e^(-(A - x)/lambda)/2 - e^(-(A + x)/lambd
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.interpolate import CubicHermiteSpline
@@ -50,7 +52,15 @@ def clip_laplace_sample(x: ArrayLike, eps: ArrayLike, C: float, rng: np.random.G
     own side (no cancellation near either end). One uniform per draw, transformed in
     cache-sized blocks by branch-free passes over reused buffers (:func:`_clap_block`)."""
     A = C if A is None else A
-    lam = _scale(eps, C)
+    return _blockwise(x, _scale(eps, C), rng, lambda *block: _clap_block(*block, A=A))
+
+
+def _blockwise(x: ArrayLike, lam: NDArray, rng: np.random.Generator,
+               kernel: Callable[..., None]) -> NDArray:
+    """Draws of the shape of ``x`` and ``lam`` broadcast, ``kernel(x, lam, rng, out, *work)``
+    filling them a block of rows at a time with four reused work buffers; ``lam`` stays a
+    column when it is one budget per row. Blocks consume the generator in order, so the draws
+    do not depend on ``BLOCK``."""
     x = np.asarray(x, dtype=float)
     shape = np.broadcast_shapes(x.shape, lam.shape)
     flat = (int(np.prod(shape[:-1])), shape[-1]) if shape else (1, 1)
@@ -63,8 +73,7 @@ def clip_laplace_sample(x: ArrayLike, eps: ArrayLike, C: float, rng: np.random.G
     work = np.empty((4, min(step, flat[0]), flat[1]))
     for lo in range(0, flat[0], step):
         sl = slice(lo, lo + step)
-        rows = out[sl].shape[0]
-        _clap_block(xb[sl], lam_b[sl], A, rng, out[sl], *work[:, :rows])
+        kernel(xb[sl], lam_b[sl], rng, out[sl], *work[:, :out[sl].shape[0]])
     return out.reshape(shape)
 
 
@@ -91,13 +100,12 @@ def clip_laplace_zero(eps: ArrayLike, C: float, shape: tuple[int, ...],
 BLOCK = 1 << 14
 
 
-def _clap_block(x: NDArray, lam: NDArray, A: float, rng: np.random.Generator,
-                out: NDArray, low: NDArray, high: NDArray, mass: NDArray, v: NDArray) -> None:
-    """One block, in place, in doubled CDF units: ``2F(-A) = K / E`` and ``2(1 - F(A)) = K E``
-    with ``E = e^(x/lam)``, ``K = e^(-A/lam)`` (one exponential per draw; two where ``A/lam >
-    700`` would overflow). With ``V`` uniform, ``2F(z) = 2F(-A) + 2V S`` and, from the top,
-    ``2(1 - F(z)) = 2(1 - F(A)) + 2(1 - V) S``; the smaller is the tail ``e^(-|z - x|/lam)``
-    on ``z``'s side, which the larger's sign picks: one logarithm, no masked copies."""
+def _clap_block(x: NDArray, lam: NDArray, rng: np.random.Generator, out: NDArray,
+                low: NDArray, high: NDArray, mass: NDArray, v: NDArray, *, A: float) -> None:
+    """One block of ``CLap``, in place, in doubled CDF units: ``2F(-A) = K / E`` and ``2(1 -
+    F(A)) = K E`` with ``E = e^(x/lam)``, ``K = e^(-A/lam)`` (one exponential per draw; two
+    where ``A/lam > 700`` would overflow). With ``V`` uniform, ``2F(z) = 2F(-A) + 2V S`` and,
+    from the top, ``2(1 - F(z)) = 2(1 - F(A)) + 2(1 - V) S``."""
     a = A / lam
     if np.max(a) < 700.0:
         np.divide(x, lam, out=low)
@@ -116,13 +124,37 @@ def _clap_block(x: NDArray, lam: NDArray, A: float, rng: np.random.Generator,
     np.subtract(1.0, v, out=v)
     v *= mass
     v += high  # 2(1 - F(z))
-    np.subtract(out, v, out=low)  # > 0 above x
-    np.minimum(out, v, out=v)
-    np.log(v, out=v)
-    v *= lam  # -|z - x|: copysign below keeps the magnitude
-    np.copysign(v, low, out=v)
-    np.add(v, x, out=out)
+    _from_tails(out, v, x, lam, low)
     np.clip(out, -A, A, out=out)
+
+
+def _laplace_block(x: NDArray, lam: NDArray, rng: np.random.Generator, out: NDArray,
+                   v: NDArray, side: NDArray, *_: NDArray) -> None:
+    """One block of ``x + Lap(lam)``: ``2F(z) = 2V``, ``2(1 - F(z)) = 2(1 - V)``; ``V = 0``
+    (probability ``2^-53``, which numpy's ``laplace`` redraws) is held at the next grid
+    point's tail, so no draw is infinite."""
+    rng.random(out=v)
+    np.multiply(v, 2.0, out=out)
+    np.maximum(out, _EPS, out=out)
+    np.subtract(1.0, v, out=v)
+    v *= 2.0
+    _from_tails(out, v, x, lam, side)
+
+
+def _from_tails(below: NDArray, above: NDArray, x: NDArray, lam: NDArray,
+                side: NDArray) -> None:
+    """The Laplace inverse CDF from both doubled tails at once, into ``below``: the smaller
+    tail is ``e^(-|z - x|/lam)`` on ``z``'s side, which the sign of their difference picks
+    (one logarithm, branch-free: no masked copies)."""
+    np.subtract(below, above, out=side)  # > 0 above x
+    np.minimum(below, above, out=above)
+    np.log(above, out=above)
+    above *= lam  # -|z - x|: copysign keeps the magnitude
+    np.copysign(above, side, out=above)
+    np.add(above, x, out=below)
+
+
+_EPS = float(np.finfo(float).eps)
 
 
 def _moments(x: NDArray, lam: NDArray, A: float) -> tuple[NDArray, NDArray]:
@@ -168,10 +200,10 @@ def clip_laplace_var(x: ArrayLike, eps: ArrayLike, C: float) -> NDArray:
 
 def laplace_sample(x: ArrayLike, eps: ArrayLike, C: float,
                    rng: np.random.Generator) -> NDArray:
-    """The classic Laplace mechanism for gradients in ``[-C, C]``: ``x + Lap(2C/eps)``."""
-    lam = _scale(eps, C)
-    x = np.asarray(x, dtype=float)
-    return x + rng.laplace(0.0, 1.0, np.broadcast_shapes(x.shape, lam.shape)) * lam
+    """The classic Laplace mechanism for gradients in ``[-C, C]``: ``x + Lap(2C/eps)``, by the
+    inverse CDF of one uniform per draw as numpy's ``laplace`` (same draws up to rounding),
+    in blocks over reused buffers: a fifth of its time."""
+    return _blockwise(x, _scale(eps, C), rng, _laplace_block)
 
 
 #: Grid points of the calibration curve (cubic Hermite with exact slopes: error ~ h^4).

@@ -136,6 +136,27 @@ def test_calibration_curve_in_chunks_is_the_mean_over_all_budgets():
     np.testing.assert_allclose(N.Calibration(eps, C).curve, direct, rtol=1e-12, atol=1e-16)
 
 
+def test_laplace_sampler_is_numpys_laplace_on_the_same_uniforms():
+    """The baseline's blocked sampler draws what ``Generator.laplace`` draws from the same
+    seed (both invert the CDF at one uniform per draw), up to rounding; per-row budgets, more
+    rows than one block, and the extreme uniform ``V = 0`` held finite."""
+    rng = np.random.default_rng(21)
+    x = rng.uniform(-C, C, (90, 500))
+    budgets = rng.uniform(0.05, 2.0, (90, 1))
+    draws = N.laplace_sample(x, budgets, C, np.random.default_rng(22))
+    expected = x + np.random.default_rng(22).laplace(0.0, 1.0, x.shape) * (2 * C / budgets)
+    np.testing.assert_allclose(draws, expected, rtol=0, atol=1e-12 * float((2 * C / budgets).max()))
+
+    class ZeroFirst(np.random.Generator):
+        def random(self, *args, out=None, **kwargs):
+            super().random(*args, out=out, **kwargs)
+            out.flat[0] = 0.0
+            return out
+
+    zero = N.laplace_sample(np.zeros((1, 4)), 1.0, C, ZeroFirst(np.random.PCG64(0)))
+    assert np.all(np.isfinite(zero)) and zero[0, 0] == pytest.approx(2 * C * np.log(2**-52))
+
+
 def test_laplace_baseline_is_unbiased():
     draws = N.laplace_sample(np.full(200_000, 0.05), 0.5, C, np.random.default_rng(2))
     assert abs(draws.mean() - 0.05) < 3 * np.sqrt(2 * (2 * C / 0.5) ** 2 / draws.size)
