@@ -159,7 +159,8 @@ def perturb(g: NDArray, eps: NDArray, config: APESConfig, rng: np.random.Generat
     """A group's reports ``(users, d)``: each user's clipped gradient ``g`` (in ``[-C, C]``)
     perturbed per dimension with its own budget under its framework's mechanism (S-APES:
     Algorithm 2's top-b after perturbation, or random b, the rest replaced by perturbed
-    zeros)."""
+    zeros; random b are chosen before perturbing, so only they are drawn: the same law as
+    perturbing all ``d`` and choosing after, with ``b/d`` of the draws)."""
     c = config
     f = c.framework
     if f == "non-private":
@@ -167,15 +168,23 @@ def perturb(g: NDArray, eps: NDArray, config: APESConfig, rng: np.random.Generat
     e = eps[:, None]
     if f in ("ldp-min", "pldp", "unis"):
         return laplace_sample(g, e, c.C, rng)
-    out = clip_laplace_sample(g, e, c.C, rng)
-    if f == "s-apes":
-        b = c.b
-        score = np.abs(out) if c.sparsify == "post" else rng.random(out.shape)
-        keep = np.argpartition(score, c.d - b, axis=1)[:, c.d - b:]  # the b largest
-        dummies = clip_laplace_zero(e, c.C, out.shape, rng)
-        np.put_along_axis(dummies, keep, np.take_along_axis(out, keep, axis=1), axis=1)
-        out = dummies
+    if f == "apes":
+        return clip_laplace_sample(g, e, c.C, rng)
+    if c.sparsify == "post":  # the top-b of the perturbed values: all d are perturbed
+        perturbed = clip_laplace_sample(g, e, c.C, rng)
+        keep = _largest(np.abs(perturbed), c.b)
+        kept = np.take_along_axis(perturbed, keep, axis=1)
+    else:  # b chosen at random, independently of g: only those b are perturbed
+        keep = _largest(rng.random(g.shape), c.b)
+        kept = clip_laplace_sample(np.take_along_axis(g, keep, axis=1), e, c.C, rng)
+    out = clip_laplace_zero(e, c.C, g.shape, rng)
+    np.put_along_axis(out, keep, kept, axis=1)
     return out
+
+
+def _largest(score: NDArray, b: int) -> NDArray:
+    """Per row, the columns of the ``b`` largest scores (in no order)."""
+    return np.argpartition(score, score.shape[1] - b, axis=1)[:, score.shape[1] - b:]
 
 
 def group_reports(w: NDArray, X: NDArray, y: NDArray, eps: NDArray, config: APESConfig,
@@ -183,7 +192,8 @@ def group_reports(w: NDArray, X: NDArray, y: NDArray, eps: NDArray, config: APES
     """One group's ``(reports, clipped gradients)`` for one round, from the group's own stream
     (one BLAS thread: the same bits in a Ray worker)."""
     with threadpool_limits(1):
-        g = np.clip(softmax_gradients(w, X, y), -config.C, config.C)
+        g = softmax_gradients(w, X, y)
+        np.clip(g, -config.C, config.C, out=g)
     return perturb(g, eps, config, generator(seed)), g
 
 

@@ -82,18 +82,23 @@ def clip_laplace_zero(eps: ArrayLike, C: float, shape: tuple[int, ...],
     """Exact draws of ``CLap(0, 2C/eps, C)`` (S-APES's padding) of ``shape``, ``eps``
     broadcasting against it: the law is symmetric, so one uniform ``V`` gives the sign of
     ``2V - 1`` and, through ``U = |2V - 1|``, the magnitude by the truncated exponential's
-    inverse CDF ``-lam log(1 - U (1 - e^(-C/lam)))``: a third of the general sampler's work."""
-    lam = _scale(eps, C)
-    q = -np.expm1(-C / lam)  # the magnitude's mass below C, per budget
-    w = rng.random(shape)
+    inverse CDF ``-lam log(1 - U (1 - e^(-C/lam)))``: half the general sampler's passes."""
+    zero = np.broadcast_to(np.zeros(()), shape)
+    return _blockwise(zero, _scale(eps, C), rng, lambda *block: _zero_block(*block, C=C))
+
+
+def _zero_block(_: NDArray, lam: NDArray, rng: np.random.Generator, out: NDArray,
+                w: NDArray, *__: NDArray, C: float) -> None:
+    """One block of :func:`clip_laplace_zero`, in place."""
+    rng.random(out=w)
     w *= 2.0
     w -= 1.0  # 2V - 1, exact
-    out = np.abs(w)
-    out *= -q
+    np.abs(w, out=out)
+    out *= np.expm1(-C / lam)  # -U q, q the magnitude's mass below C
     np.log1p(out, out=out)
     out *= -lam
     np.minimum(out, C, out=out)  # rounding: the magnitude stays in [0, C]
-    return np.copysign(out, w, out=out)
+    np.copysign(out, w, out=out)
 
 
 #: Draws transformed at once by :func:`clip_laplace_sample` (fits the L2 cache).
