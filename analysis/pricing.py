@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from privgames.analysis.claims import Claim
 from privgames.analysis.experiments import Experiment, figure, register
@@ -16,6 +15,7 @@ from privgames.analysis.metrics import mean_rows, pooled
 from privgames.environments.fl_training import FederatedTrainingModel, TrainingConfig
 from privgames.environments.pricing_bayes import BayesConfig, BayesianPricingModel
 from privgames.environments.pricing_fl import PricingConfig, PricingFLModel
+from privgames.environments.threads import one_thread
 from privgames.mechanisms.pricing import is_equilibrium, poa_family, social_cost
 from privgames.mechanisms.pricing_bayes import (
     TRUTHFUL,
@@ -431,7 +431,7 @@ def training_unit(config: TrainingConfig, seed: np.random.SeedSequence) -> pd.Da
         model.run()
     finally:
         model.close()
-    with threadpool_limits(1):  # test accuracy summed in the same order on any backend
+    with one_thread():  # test accuracy summed in the same order on any backend
         correct = model.test_correct()
     path = model.results().melt(id_vars="round", var_name="metric")
     theory = model.predicted()

@@ -21,7 +21,6 @@ from pathlib import Path
 import mesa
 import numpy as np
 from numpy.typing import NDArray
-from threadpoolctl import threadpool_limits
 
 from privgames.agents.apes_agents import Analyzer, PLDPUser, Shuffler
 from privgames.environments.base import Environment
@@ -35,6 +34,7 @@ from privgames.environments.config import (
 )
 from privgames.environments.fl_training import BACKENDS, load_dataset
 from privgames.environments.streams import Seed, child, generator, spawn
+from privgames.environments.threads import one_thread
 from privgames.mechanisms.noise import clip_laplace_sample, clip_laplace_zero, laplace_sample
 from privgames.mechanisms.shuffle import DISTRIBUTIONS, accounting, personalized_budgets
 
@@ -155,30 +155,34 @@ def softmax_gradients(w: NDArray, X: NDArray, y: NDArray) -> NDArray:
     return g.reshape(X.shape[0], -1)
 
 
-def perturb(g: NDArray, eps: NDArray, config: APESConfig, rng: np.random.Generator) -> NDArray:
-    """A group's reports ``(users, d)``: each user's clipped gradient ``g`` (in ``[-C, C]``)
-    perturbed per dimension with its own budget under its framework's mechanism (S-APES:
-    Algorithm 2's top-b after perturbation, or random b, the rest replaced by perturbed
-    zeros; random b are chosen before perturbing, so only they are drawn: the same law as
-    perturbing all ``d`` and choosing after, with ``b/d`` of the draws)."""
+def perturb(g: NDArray, eps: NDArray, config: APESConfig, rng: np.random.Generator,
+            out: NDArray | None = None) -> NDArray:
+    """A group's reports ``(users, d)``, into ``out`` when given (else a new array): each
+    user's clipped gradient ``g`` (in ``[-C, C]``) perturbed per dimension with its own budget
+    under its framework's mechanism (S-APES: Algorithm 2's top-b after perturbation, or random
+    b, the rest replaced by perturbed zeros; random b are chosen before perturbing, so only
+    they are drawn: the same law as perturbing all ``d`` and choosing after, with ``b/d`` of
+    the draws)."""
     c = config
     f = c.framework
-    if f == "non-private":
-        return g
+    out = np.empty(g.shape) if out is None else out
     e = eps[:, None]
-    if f in ("ldp-min", "pldp", "unis"):
-        return laplace_sample(g, e, c.C, rng)
-    if f == "apes":
-        return clip_laplace_sample(g, e, c.C, rng)
-    if c.sparsify == "post":  # the top-b of the perturbed values: all d are perturbed
-        perturbed = clip_laplace_sample(g, e, c.C, rng)
-        keep = _largest(np.abs(perturbed), c.b)
-        kept = np.take_along_axis(perturbed, keep, axis=1)
-    else:  # b chosen at random, independently of g: only those b are perturbed
-        keep = _largest(rng.random(g.shape), c.b)
-        kept = clip_laplace_sample(np.take_along_axis(g, keep, axis=1), e, c.C, rng)
-    out = clip_laplace_zero(e, c.C, g.shape, rng)
-    np.put_along_axis(out, keep, kept, axis=1)
+    if f == "non-private":
+        out[...] = g
+    elif f in ("ldp-min", "pldp", "unis"):
+        laplace_sample(g, e, c.C, rng, out)
+    elif f == "apes":
+        clip_laplace_sample(g, e, c.C, rng, out=out)
+    else:
+        if c.sparsify == "post":  # the top-b of the perturbed values: all d are perturbed
+            perturbed = clip_laplace_sample(g, e, c.C, rng)
+            keep = _largest(np.abs(perturbed), c.b)
+            kept = np.take_along_axis(perturbed, keep, axis=1)
+        else:  # b chosen at random, independently of g: only those b are perturbed
+            keep = _largest(rng.random(g.shape), c.b)
+            kept = clip_laplace_sample(np.take_along_axis(g, keep, axis=1), e, c.C, rng)
+        clip_laplace_zero(e, c.C, g.shape, rng, out)
+        np.put_along_axis(out, keep, kept, axis=1)
     return out
 
 
@@ -188,13 +192,14 @@ def _largest(score: NDArray, b: int) -> NDArray:
 
 
 def group_reports(w: NDArray, X: NDArray, y: NDArray, eps: NDArray, config: APESConfig,
-                  seed: np.random.SeedSequence) -> tuple[NDArray, NDArray]:
+                  seed: np.random.SeedSequence,
+                  out: NDArray | None = None) -> tuple[NDArray, NDArray]:
     """One group's ``(reports, clipped gradients)`` for one round, from the group's own stream
-    (one BLAS thread: the same bits in a Ray worker)."""
-    with threadpool_limits(1):
+    (one BLAS thread: the same bits in a Ray worker); the reports into ``out`` when given."""
+    with one_thread():
         g = softmax_gradients(w, X, y)
         np.clip(g, -config.C, config.C, out=g)
-    return perturb(g, eps, config, generator(seed)), g
+    return perturb(g, eps, config, generator(seed), out), g
 
 
 class APESModel(Environment):
@@ -259,11 +264,13 @@ class APESModel(Environment):
             ray = ensure_ray()
             task = ray.remote(group_reports)
             results = ray.get([task.remote(*job) for job in jobs])
-        else:
-            results = [group_reports(*job) for job in jobs]
+            for p, (rep, _) in zip(self.groups, results, strict=True):
+                self.reports[p] = rep
+        else:  # each group writes its rows of the reports: no copy
+            results = [group_reports(*job, self.reports[p])
+                       for job, p in zip(jobs, self.groups, strict=True)]
         clean = np.zeros(c.d)
-        for p, (rep, g) in zip(self.groups, results, strict=True):
-            self.reports[p] = rep
+        for _, g in results:
             clean += g.sum(axis=0)
         self.true_mean = clean / c.n
 

@@ -19,7 +19,6 @@ from pathlib import Path
 import mesa
 import numpy as np
 from numpy.typing import NDArray
-from threadpoolctl import threadpool_limits
 
 from privgames.environments.base import Environment
 from privgames.environments.config import (
@@ -30,6 +29,7 @@ from privgames.environments.config import (
     check_real,
 )
 from privgames.environments.streams import Seed, child, generator, spawn
+from privgames.environments.threads import one_thread
 from privgames.mechanisms.fl_training import (
     accuracy,
     aggregate,
@@ -202,7 +202,7 @@ class TrainingGroup:
         self.lam, self.lr, self.steps = lam, lr, steps
 
     def updates(self, w: NDArray, sigma: NDArray, round_: int) -> NDArray:
-        with threadpool_limits(1):
+        with one_thread():
             local = local_updates(w, self.X, self.y, self.lam, self.lr, self.steps)
         noise = np.stack([_client_noise(self.seed, int(i), round_, w.size) for i in self.index])
         return local + np.where(np.isfinite(sigma), sigma, 0.0)[:, None] * noise
@@ -234,7 +234,7 @@ class FederatedTrainingModel(Environment):
         self.train_rows = _distinct_rows(tr, x, labels)
         self.test_rows = _distinct_rows(te, x, labels)
         self.sigma = c.noise()
-        with threadpool_limits(1):  # the same bits in a Ray worker (see step)
+        with one_thread():  # the same bits in a Ray worker (see step)
             self.L_F = smoothness(self.X, c.lam)
             self.w_star, self.loss_star = self._optimum()
         self.lr = c.lr / self.L_F
@@ -277,7 +277,7 @@ class FederatedTrainingModel(Environment):
         """One round: local training, noisy uploads, aggregation. BLAS runs on one thread so
         that the sums are added in the same order in a Ray worker (which Ray limits to one
         thread) as here: the same seed gives the same bits on any backend."""
-        with threadpool_limits(1):
+        with one_thread():
             self.w = aggregate(self.updates(self.steps - 1), self.sigma,
                                self.config.aggregation)
             self.datacollector.collect(self)

@@ -46,17 +46,18 @@ def clip_laplace_pdf(y: ArrayLike, x: ArrayLike, eps: ArrayLike, C: float,
 
 
 def clip_laplace_sample(x: ArrayLike, eps: ArrayLike, C: float, rng: np.random.Generator,
-                        A: float | None = None) -> NDArray:
+                        A: float | None = None, out: NDArray | None = None) -> NDArray:
     """Exact draws of ``CLap(x, 2C/eps, A)`` by the inverse CDF of the truncated Laplace: a
     uniform on the Laplace CDF's range over ``[-A, A]`` mapped back, each tail computed from its
     own side (no cancellation near either end). One uniform per draw, transformed in
-    cache-sized blocks by branch-free passes over reused buffers (:func:`_clap_block`)."""
+    cache-sized blocks by branch-free passes over reused buffers (:func:`_clap_block`); into
+    ``out`` when given (C-contiguous, of the broadcast shape)."""
     A = C if A is None else A
-    return _blockwise(x, _scale(eps, C), rng, lambda *block: _clap_block(*block, A=A))
+    return _blockwise(x, _scale(eps, C), rng, lambda *block: _clap_block(*block, A=A), out)
 
 
 def _blockwise(x: ArrayLike, lam: NDArray, rng: np.random.Generator,
-               kernel: Callable[..., None]) -> NDArray:
+               kernel: Callable[..., None], out: NDArray | None = None) -> NDArray:
     """Draws of the shape of ``x`` and ``lam`` broadcast, ``kernel(x, lam, rng, out, *work)``
     filling them a block of rows at a time with four reused work buffers; ``lam`` stays a
     column when it is one budget per row. Blocks consume the generator in order, so the draws
@@ -68,23 +69,27 @@ def _blockwise(x: ArrayLike, lam: NDArray, rng: np.random.Generator,
     per_row = lam.ndim == 0 or lam.shape[-1] == 1  # one budget per user: keep it compact
     lam_b = (np.broadcast_to(lam, (*shape[:-1], 1)).reshape(flat[0], 1) if per_row
              else np.broadcast_to(lam, shape).reshape(flat))
-    out = np.empty(flat)
+    if out is None:
+        out = np.empty(shape)
+    elif out.shape != shape or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous array of shape {shape}")
+    rows = out.reshape(flat)  # a view
     step = max(1, BLOCK // flat[1])
     work = np.empty((4, min(step, flat[0]), flat[1]))
     for lo in range(0, flat[0], step):
         sl = slice(lo, lo + step)
-        kernel(xb[sl], lam_b[sl], rng, out[sl], *work[:, :out[sl].shape[0]])
-    return out.reshape(shape)
+        kernel(xb[sl], lam_b[sl], rng, rows[sl], *work[:, :rows[sl].shape[0]])
+    return out
 
 
 def clip_laplace_zero(eps: ArrayLike, C: float, shape: tuple[int, ...],
-                      rng: np.random.Generator) -> NDArray:
+                      rng: np.random.Generator, out: NDArray | None = None) -> NDArray:
     """Exact draws of ``CLap(0, 2C/eps, C)`` (S-APES's padding) of ``shape``, ``eps``
     broadcasting against it: the law is symmetric, so one uniform ``V`` gives the sign of
     ``2V - 1`` and, through ``U = |2V - 1|``, the magnitude by the truncated exponential's
     inverse CDF ``-lam log(1 - U (1 - e^(-C/lam)))``: half the general sampler's passes."""
     zero = np.broadcast_to(np.zeros(()), shape)
-    return _blockwise(zero, _scale(eps, C), rng, lambda *block: _zero_block(*block, C=C))
+    return _blockwise(zero, _scale(eps, C), rng, lambda *block: _zero_block(*block, C=C), out)
 
 
 def _zero_block(_: NDArray, lam: NDArray, rng: np.random.Generator, out: NDArray,
@@ -203,12 +208,12 @@ def clip_laplace_var(x: ArrayLike, eps: ArrayLike, C: float) -> NDArray:
     return second - first**2
 
 
-def laplace_sample(x: ArrayLike, eps: ArrayLike, C: float,
-                   rng: np.random.Generator) -> NDArray:
+def laplace_sample(x: ArrayLike, eps: ArrayLike, C: float, rng: np.random.Generator,
+                   out: NDArray | None = None) -> NDArray:
     """The classic Laplace mechanism for gradients in ``[-C, C]``: ``x + Lap(2C/eps)``, by the
     inverse CDF of one uniform per draw as numpy's ``laplace`` (same draws up to rounding),
     in blocks over reused buffers: a fifth of its time."""
-    return _blockwise(x, _scale(eps, C), rng, _laplace_block)
+    return _blockwise(x, _scale(eps, C), rng, _laplace_block, out)
 
 
 #: Grid points of the calibration curve (cubic Hermite with exact slopes: error ~ h^4).

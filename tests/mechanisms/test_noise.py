@@ -157,6 +157,21 @@ def test_laplace_sampler_is_numpys_laplace_on_the_same_uniforms():
     assert np.all(np.isfinite(zero)) and zero[0, 0] == pytest.approx(2 * C * np.log(2**-52))
 
 
+@pytest.mark.parametrize("sampler", ["clip_laplace_sample", "laplace_sample"])
+def test_samplers_write_into_a_given_array(sampler):
+    """``out`` (a block of a larger array's rows) gets exactly the draws a new array would;
+    a strided ``out`` is refused, naming the shape it must have."""
+    x = np.random.default_rng(1).uniform(-C, C, (30, 40))
+    eps = np.linspace(0.1, 2.0, 30)[:, None]
+    draw = getattr(N, sampler)
+    fresh = draw(x, eps, C, np.random.default_rng(2))
+    big = np.zeros((50, 40))
+    into = draw(x, eps, C, np.random.default_rng(2), out=big[10:40])
+    assert into.base is big and np.array_equal(big[10:40], fresh) and not big[:10].any()
+    with pytest.raises(ValueError, match=r"C-contiguous array of shape \(30, 40\)"):
+        draw(x, eps, C, np.random.default_rng(2), out=np.zeros((40, 30)).T)
+
+
 def test_laplace_baseline_is_unbiased():
     draws = N.laplace_sample(np.full(200_000, 0.05), 0.5, C, np.random.default_rng(2))
     assert abs(draws.mean() - 0.05) < 3 * np.sqrt(2 * (2 * C / 0.5) ** 2 / draws.size)
