@@ -57,6 +57,7 @@ def main() -> None:
             KMeans(k, init=start[0], n_init=1, max_iter=iters, tol=0.0,
                    algorithm="lloyd").fit(points)
 
+    vectorised()  # compiles the tree walk (numba; cached on disk after the first run)
     vec, loop, sk = [], [], []
     for _ in range(3 if args.quick else 5):  # interleaved repetitions
         vec.append(reps * iters * n / timed(vectorised))

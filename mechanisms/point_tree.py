@@ -1,27 +1,35 @@
 """Exact nearest-centroid cluster counts and sums by filtering through a k-d tree of the points
-(Kanungo et al., "An efficient k-means clustering algorithm", TPAMI 2002), vectorised over
-repetitions and tree nodes.
+(Kanungo et al., "An efficient k-means clustering algorithm", TPAMI 2002), compiled with numba.
 
 The points are fixed across iterations and repetitions, so they are sorted once into a balanced
 k-d tree (median splits on each node's widest coordinate). For each repetition's centroids the
-tree is walked level by level, all (repetition, node) pairs at once: a node whose bounding box
-lies wholly inside one centroid's Voronoi cell adds its precomputed count and coordinate sums to
-that centroid; otherwise only the centroids that may still win somewhere in the box go down to
-its children (they shrink fast: about two per leaf on the paper's 2-D sets), and the points of
-the leaves left undecided are assigned by their exact scores against those candidates.
+tree is walked depth first: a node whose bounding box lies wholly inside one centroid's Voronoi
+cell adds its precomputed count and coordinate sums to that centroid; otherwise only the
+centroids that may still win somewhere in the box go down to its children (they shrink fast:
+about two per leaf on the paper's 2-D sets), and the points of a leaf left undecided are
+assigned by their exact scores against those candidates.
+
+The walk is a loop over nodes with short candidate lists: numpy ran it level by level over all
+(repetition, node) pairs at once, padded to the longest list, at 0.47-0.6 ms a repetition on
+Birch3 (k = 20, 1.5e8 point-iterations/s); compiled with numba it takes 0.12-0.14 ms (7.4e8/s,
+``benchmarks/bench_budget.py``), which brings paper-scale ``dp-kmeans`` within its target
+(README, Benchmarks: why numba).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-#: Points per leaf at most (smaller leaves: fewer undecided points, more nodes to test).
-LEAF_SIZE = 64
+#: Points per leaf at most (smaller leaves: fewer undecided points, more nodes to visit; the
+#: compiled walk on Birch3: 0.16 ms a repetition at 4, 0.13 at 8-12, 0.12 at 16, 0.15 at 64).
+LEAF_SIZE = 16
 #: Margin a whole box must keep over a rival centroid to be decided at once. DP k-means keeps
-#: points and centroids in [-1, 1]^d, d <= 8, so the scores are float64 sums of a few products
+#: points and centroids in [-1, 1]^d, d <= 16, so the scores are float64 sums of a few products
 #: of such numbers (rounding about 1e-15): a box with a smaller margin is resolved point by
 #: point, exactly as a brute-force ``argmin`` would.
 MARGIN = 1e-9
@@ -29,21 +37,21 @@ MARGIN = 1e-9
 
 @dataclass(frozen=True)
 class PointTree:
-    """The points sorted into a balanced k-d tree.
+    """The points sorted into a balanced k-d tree, level by level (root first, ``2**level``
+    nodes; arrays padded with 0 to the last level's ``2**depth`` nodes).
 
     Attributes:
-        centre, half: per level (root first, ``2**level`` nodes) and coordinate, each node's
-            bounding box (centre and half widths).
-        size, total: per level, each node's point count, and per coordinate its sum.
-        leaves: per coordinate, the leaves' points ``(leaves, leaf size)``, a short leaf
-            padded with 0 (the leaves hold equally many points, give or take one).
+        centre, half: ``(levels, d, nodes)``: each node's bounding box (centre, half widths).
+        size, total: ``(levels, nodes)`` point counts and ``(levels, d, nodes)`` sums.
+        leaves: ``(d, leaves, leaf size)``: the leaves' points, a short leaf padded with 0
+            (the leaves hold equally many points, give or take one).
     """
 
-    centre: tuple[tuple[NDArray, ...], ...]
-    half: tuple[tuple[NDArray, ...], ...]
-    size: tuple[NDArray, ...]
-    total: tuple[tuple[NDArray, ...], ...]
-    leaves: tuple[NDArray, ...]
+    centre: NDArray
+    half: NDArray
+    size: NDArray
+    total: NDArray
+    leaves: NDArray
 
     @classmethod
     def build(cls, points: NDArray, leaf_size: int = LEAF_SIZE) -> PointTree:
@@ -61,8 +69,8 @@ class PointTree:
             sorted_points = points[order]
             lo = np.minimum.reduceat(sorted_points, starts[:-1])  # the level's boxes: min and
             hi = np.maximum.reduceat(sorted_points, starts[:-1])  # max ignore the order below
-            centre.append(tuple(np.ascontiguousarray((lo + hi).T / 2)))
-            half.append(tuple(np.ascontiguousarray((hi - lo).T / 2)))
+            centre.append((lo + hi).T / 2)
+            half.append((hi - lo).T / 2)
             if level == depth:
                 break
             node = np.repeat(np.arange(starts.size - 1), np.diff(starts))
@@ -71,19 +79,22 @@ class PointTree:
             mid = starts[:-1] + np.diff(starts) // 2
             bounds.append(np.append(np.column_stack([starts[:-1], mid]).ravel(), n))
         points = sorted_points
-        size = [np.diff(starts).astype(float) for starts in bounds]
-        total = [tuple(np.ascontiguousarray(np.add.reduceat(points, starts[:-1]).T))
-                 for starts in bounds]
+        nodes = 2**depth
+        dense = np.zeros((3, depth + 1, points.shape[1], nodes))  # centre, half, total
+        size = np.zeros((depth + 1, nodes))
+        for level, starts in enumerate(bounds):
+            count = starts.size - 1
+            dense[0, level, :, :count] = centre[level]
+            dense[1, level, :, :count] = half[level]
+            dense[2, level, :, :count] = np.add.reduceat(points, starts[:-1]).T
+            size[level, :count] = np.diff(starts)
         starts = bounds[-1]
         width = int(np.diff(starts).max())
         slot = np.arange(n) - np.repeat(starts[:-1], np.diff(starts))
         leaf = np.repeat(np.arange(starts.size - 1), np.diff(starts))
-        leaves = []
-        for t in range(points.shape[1]):
-            column = np.zeros((starts.size - 1, width))
-            column[leaf, slot] = points[:, t]
-            leaves.append(column)
-        return cls(tuple(centre), tuple(half), tuple(size), tuple(total), tuple(leaves))
+        leaves = np.zeros((points.shape[1], starts.size - 1, width))
+        leaves[:, leaf, slot] = points.T
+        return cls(dense[0], dense[1], size, dense[2], leaves)
 
 
 def cluster_sums(tree: PointTree, centroids: NDArray) -> tuple[NDArray, NDArray]:
@@ -93,88 +104,88 @@ def cluster_sums(tree: PointTree, centroids: NDArray) -> tuple[NDArray, NDArray]
     A box with centre ``m`` and half widths ``h`` lies in centroid ``b``'s cell when, for every
     rival ``j``, ``s_b(m) - s_j(m) > sum_t h_t |c_bt - c_jt|`` with ``s_j(x) = c_j . x -
     |c_j|^2 / 2`` (the linear score difference is smallest at a corner of the box); the rivals
-    failing that test stay candidates below the node. Candidates are kept in increasing order,
-    a short list padded with a sentinel centroid whose score is ``-inf``.
+    failing that test stay candidates below the node, in increasing index order.
     """
+    centroids = np.ascontiguousarray(centroids, dtype=float)
     R, k, d = centroids.shape
-    flat = np.asarray(centroids, dtype=float).reshape(R * k, d)
-    sentinel = R * k
-    coords = [np.append(flat[:, t], 0.0) for t in range(d)]
-    norm = np.append(-0.5 * np.einsum("ij,ij->i", flat, flat), -np.inf)
-    counts, sums = np.zeros(R * k), np.zeros((R * k, d))
-    node = np.zeros(R, dtype=np.intp)  # the live (repetition, node) pairs and their candidates
-    cand = np.arange(R * k).reshape(R, k)
-    last = len(tree.centre) - 1
-    for level in range(last + 1):
-        rows = np.arange(node.size)
-        at = [c[cand] for c in coords]
-        scores = norm[cand]
-        for t in range(d):
-            scores += at[t] * tree.centre[level][t][node, None]
-        best = np.argmax(scores, axis=1)
-        winner = cand[rows, best]
-        scores -= scores[rows, best][:, None]  # the winner's margin over each rival, negated,
-        for t in range(d):  # plus the most the box can take off it
-            scores += np.abs(at[t] - coords[t][winner][:, None]) * tree.half[level][t][node, None]
-        rival = scores >= -MARGIN
-        alive = np.count_nonzero(rival, axis=1)
-        decided = alive == 1
-        _add(counts, sums, winner[decided], tree.size[level][node[decided]],
-             [total[node[decided]] for total in tree.total[level]])
-        open_ = ~decided
-        if not open_.any():
-            break
-        node, alive = node[open_], alive[open_]
-        cand = np.sort(np.where(rival, cand, sentinel)[open_], axis=1)[:, : int(alive.max())]
-        if level < last:  # both children inherit the candidates
-            node = (2 * node[:, None] + np.arange(2)).ravel()
-            cand = np.repeat(cand, 2, axis=0)
-        else:
-            _assign_points(tree, node, cand, alive, coords, norm, counts, sums)
-    return counts.reshape(R, k), sums.reshape(R, k, d)
+    counts, sums = np.zeros((R, k)), np.zeros((R, k, d))
+    _compiled()(tree.centre, tree.half, tree.size, tree.total, tree.leaves,
+                centroids, MARGIN, counts, sums)
+    return counts, sums
 
 
-def _add(counts: NDArray, sums: NDArray, label: NDArray, size: NDArray,
-         total: list[NDArray]) -> None:
-    """Adds ``size`` points and their coordinate sums (one array per coordinate) to ``label``."""
-    counts += np.bincount(label, weights=size, minlength=counts.size)
-    for t, column in enumerate(total):
-        sums[:, t] += np.bincount(label, weights=column, minlength=counts.size)
+@cache
+def _compiled() -> Any:
+    """The walk compiled on first use (numba is imported only by the runs that need it; the
+    machine code is cached on disk beside this module)."""
+    from numba import njit
+
+    return njit(cache=True, nogil=True)(_walk)
 
 
-def _assign_points(tree: PointTree, leaf: NDArray, cand: NDArray, alive: NDArray,
-                   coords: list[NDArray], norm: NDArray, counts: NDArray, sums: NDArray) -> None:
-    """The points of the undecided leaves, each to its best candidate (the first on a tie:
-    candidates stay in increasing index order). The leaves are taken in decreasing number of
-    candidates, so that candidate ``m`` is scored for the leading rows only; what candidates
-    ``1, 2, ...`` do not win goes to the first (the leaf's count and sums minus theirs)."""
-    order = np.argsort(-alive, kind="stable")
-    leaf, cand, alive = leaf[order], cand[order], alive[order]
-    x = [column[leaf] for column in tree.leaves]  # (pairs, leaf size) per coordinate
-
-    def score(label: NDArray) -> NDArray:
-        rows = label.shape[0]
-        out = x[0][:rows] * coords[0][label][:, None]
-        for column, c in zip(x[1:], coords[1:], strict=True):
-            out += column[:rows] * c[label][:, None]
-        return out + norm[label][:, None]
-
-    best = score(cand[:, 0])
-    size, total = tree.size[-1][leaf], [t[leaf] for t in tree.total[-1]]
-    short = size < best.shape[1]  # a short leaf's padding (its last slot) stays with the first
-    best[short, -1] = np.inf
-    won = np.zeros(best.shape, dtype=np.min_scalar_type(cand.shape[1]))  # winner's position
-    rows = [np.count_nonzero(alive > m) for m in range(cand.shape[1])]
-    for m in range(1, cand.shape[1]):
-        rival_score = score(cand[: rows[m], m])
-        better = rival_score > best[: rows[m]]
-        np.copyto(won[: rows[m]], m, where=better)
-        np.maximum(best[: rows[m]], rival_score, out=best[: rows[m]])
-    for m in range(1, cand.shape[1]):
-        hit = won[: rows[m]] == m
-        part = [np.einsum("ij,ij->i", column[: rows[m]], hit.astype(float)) for column in x]
-        _add(counts, sums, cand[: rows[m], m], np.count_nonzero(hit, axis=1), part)
-        size[: rows[m]] -= np.count_nonzero(hit, axis=1)
-        for t, column in zip(total, part, strict=True):
-            t[: rows[m]] -= column
-    _add(counts, sums, cand[:, 0], size, total)
+def _walk(centre: NDArray, half: NDArray, size: NDArray, total: NDArray, leaves: NDArray,
+          centroids: NDArray, margin: float, counts: NDArray, sums: NDArray) -> None:
+    """:func:`cluster_sums` into ``counts`` and ``sums``: per repetition, a depth-first walk
+    with an explicit stack; the candidates of a node at ``level`` are ``cand[level, :n]``,
+    written by its parent (a later sibling's list is intact: a subtree writes deeper rows)."""
+    R, k, d = centroids.shape
+    last = centre.shape[0] - 1
+    cand = np.empty((last + 2, k), dtype=np.int64)
+    count = np.zeros(last + 2, dtype=np.int64)
+    score, norm = np.empty(k), np.empty(k)
+    stack = np.empty((2 * last + 2, 2), dtype=np.int64)  # (level, node)
+    for r in range(R):
+        c = centroids[r]
+        for j in range(k):
+            square = 0.0
+            for t in range(d):
+                square += c[j, t] * c[j, t]
+            norm[j] = -0.5 * square
+            cand[0, j] = j
+        count[0] = k
+        top = 0
+        stack[0, 0], stack[0, 1] = 0, 0
+        while top >= 0:
+            level, node = stack[top, 0], stack[top, 1]
+            top -= 1
+            best, b = -np.inf, -1
+            for i in range(count[level]):  # the best score at the box's centre
+                j = cand[level, i]
+                s = norm[j]
+                for t in range(d):
+                    s += c[j, t] * centre[level, t, node]
+                score[i] = s
+                if s > best:
+                    best, b = s, j
+            alive = 0
+            for i in range(count[level]):  # the rivals that may still win inside the box
+                j = cand[level, i]
+                gap = score[i] - best
+                for t in range(d):
+                    gap += abs(c[j, t] - c[b, t]) * half[level, t, node]
+                if gap >= -margin:
+                    cand[level + 1, alive] = j
+                    alive += 1
+            count[level + 1] = alive
+            if alive == 1:
+                counts[r, b] += size[level, node]
+                for t in range(d):
+                    sums[r, b, t] += total[level, t, node]
+            elif level == last:  # the leaf's points, each by its exact score
+                for p in range(int(size[level, node])):
+                    best, b = -np.inf, -1
+                    for i in range(alive):
+                        j = cand[level + 1, i]
+                        s = leaves[0, node, p] * c[j, 0]
+                        for t in range(1, d):
+                            s += leaves[t, node, p] * c[j, t]
+                        s += norm[j]
+                        if s > best:
+                            best, b = s, j
+                    counts[r, b] += 1.0
+                    for t in range(d):
+                        sums[r, b, t] += leaves[t, node, p]
+            else:  # both children, the first on top
+                stack[top + 1, 0], stack[top + 1, 1] = level + 1, 2 * node + 1
+                stack[top + 2, 0], stack[top + 2, 1] = level + 1, 2 * node
+                top += 2

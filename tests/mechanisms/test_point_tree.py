@@ -36,8 +36,8 @@ def test_counts_and_sums_equal_the_brute_force(n, d, k, leaf):
     rng = np.random.default_rng(n + d)
     points = clustered(rng, n, d)
     tree = PointTree.build(points, leaf)
-    centroids = np.concatenate([rng.uniform(-1, 1, (6, k, d)),
-                                points[rng.integers(0, n, (6, k))]])
+    centroids = np.concatenate([rng.uniform(-1, 1, (10, k, d)),
+                                points[rng.integers(0, n, (10, k))]])
     counts, sums = cluster_sums(tree, centroids)
     want_counts, want_sums = brute_force(points, centroids)
     np.testing.assert_array_equal(counts, want_counts)
