@@ -116,6 +116,9 @@ def _clap_block(x: NDArray, lam: NDArray, rng: np.random.Generator, out: NDArray
     F(A)) = K E`` with ``E = e^(x/lam)``, ``K = e^(-A/lam)`` (one exponential per draw; two
     where ``A/lam > 700`` would overflow). With ``V`` uniform, ``2F(z) = 2F(-A) + 2V S`` and,
     from the top, ``2(1 - F(z)) = 2(1 - F(A)) + 2(1 - V) S``."""
+    if x.min() < -A or x.max() > A:  # the tails below hold on [-A, A] only
+        raise ConfigError(f"x must lie in [-A, A] = [{-A!r}, {A!r}] (got values from "
+                          f"{float(x.min())!r} to {float(x.max())!r}): clip the inputs first")
     a = A / lam
     if np.max(a) < 700.0:
         np.divide(x, lam, out=low)

@@ -184,3 +184,5 @@ def test_bad_input():
         N.clip_laplace_mean(0.0, 0.0, C)
     with pytest.raises(ConfigError, match="C > 0"):
         N.clip_laplace_sample(0.0, 1.0, -1.0, np.random.default_rng(0))
+    with pytest.raises(ConfigError, match=r"x must lie in \[-A, A\] = \[-0.1, 0.1\]"):
+        N.clip_laplace_sample(np.array([0.0, 0.1 + 1e-9]), 1.0, C, np.random.default_rng(0))
