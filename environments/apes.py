@@ -176,7 +176,7 @@ def perturb(g: NDArray, eps: NDArray, config: APESConfig, rng: np.random.Generat
     else:
         if c.sparsify == "post":  # the top-b of the perturbed values: all d are perturbed
             perturbed = clip_laplace_sample(g, e, c.C, rng)
-            keep = _largest(np.abs(perturbed), c.b)
+            keep = _largest(np.abs(perturbed, out=out), c.b)  # out is scratch until padded
             kept = perturbed.take(keep)
         else:  # b chosen at random, independently of g: only those b are perturbed
             keep = _largest(rng.random(g.shape), c.b)
