@@ -70,7 +70,9 @@ DRAWS = {
     "apes-sparsify": (1.17e10, "5 ratios x 2 sparsifications x 3 populations x 30 rounds x "
                                "10^4 users x 650 dimensions x 2 draws (S-APES: perturbation "
                                "and padding; random sparsification perturbs only the b kept "
-                               "and draws d uniform scores)"),
+                               "and draws d uniform scores); the two cores slow each other: "
+                               "a post-sparsified unit takes 8.1 s alone, 9.5-10.1 s beside "
+                               "another"),
 }
 #: Why the other targets are not met, when they are not (measured in earlier sessions; the
 #: issue's notes hold the profiles).
@@ -100,7 +102,8 @@ REASONS = {
                     "and measured, no gain: running tasks in the driver while Ray starts (10.5 "
                     "against 10.6 s: Ray's start-up occupies a core), largest tasks first, a "
                     "worker setup hook that imports ahead (slower), and a `ray start --head` "
-                    "session joined by address (10.7-11.1 s: workers still start per job)",
+                    "session joined by address (10.7-11.1 s: workers still start per job), and "
+                    "Ray's preload_python_modules (11.0-11.5 s against 10.8-11.3 without)",
     "pricing-fig1": "160 units of about 0.5 s of Python-level best responses (one client at a "
                     "time: in-turn updates are sequential); 2 workers on this machine run such "
                     "code 1.4-1.5x faster than one",
