@@ -150,8 +150,8 @@ def softmax_gradients(w: NDArray, X: NDArray, y: NDArray) -> NDArray:
     p = np.exp(logits)
     p /= p.sum(axis=-1, keepdims=True)
     p[np.arange(y.shape[0])[:, None], np.arange(y.shape[1])[None, :], y] -= 1.0
+    p /= X.shape[1]  # the average over samples, on the small factor
     g = p.transpose(0, 2, 1) @ X  # a batched matrix product: 3x einsum's speed
-    g /= X.shape[1]
     return g.reshape(X.shape[0], -1)
 
 

@@ -76,6 +76,33 @@ def test_s_apes_sends_b_real_values_and_pads_the_rest():
     assert cfg.b == round(0.1 * cfg.d)
 
 
+def test_softmax_gradients_are_the_cross_entropy_gradient():
+    """Each user's gradient equals a central finite difference of its mean cross-entropy over
+    its samples (step 1e-6: truncation and rounding error below 1e-8)."""
+    from privgames.environments.apes import softmax_gradients
+
+    rng = np.random.default_rng(8)
+    users, samples, classes, features = 3, 4, 5, 6
+    X = rng.normal(size=(users, samples, features))
+    y = rng.integers(0, classes, (users, samples))
+    w = rng.normal(size=(classes, features))
+
+    def loss(u: int, weights: np.ndarray) -> float:
+        logits = X[u] @ weights.T
+        logits -= logits.max(axis=1, keepdims=True)
+        log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+        return float(-log_p[np.arange(samples), y[u]].mean())
+
+    grads = softmax_gradients(w, X, y).reshape(users, classes, features)
+    h = 1e-6
+    for u in range(users):
+        for c, f in np.ndindex(classes, features):
+            step = np.zeros_like(w)
+            step[c, f] = h
+            numeric = (loss(u, w + step) - loss(u, w - step)) / (2 * h)
+            assert grads[u, c, f] == pytest.approx(numeric, abs=1e-8)
+
+
 def test_ray_groups_give_the_same_numbers(ray_session):
     cfg = dict(n=60, rounds=3, groups=3, framework="s-apes")
     a = APESModel(APESConfig(**cfg), 7).run()
