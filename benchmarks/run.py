@@ -80,11 +80,10 @@ REASONS = {
     "0.ratio_to_raw": "the weak kernel draws only what the attack needs; its profile is spread "
                       "over the data draws (27%), the attack on the running sums and the "
                       "victim's gathers, none dominant",
-    "1.ratio_to_raw": "no step dominates the strong kernel (line profile per 10^6 trials: the "
-                      "attack 0.28 s, of which planting the fakes 0.10 and the reconstruction's "
-                      "gathers 0.07; the colluders' arrangement 0.16; drawing the fakes 0.13 and "
-                      "the data 0.12; the nearest colluders 0.09): it needs K arrangement "
-                      "numbers, K data and K fakes per trial",
+    "1.ratio_to_raw": "the strong kernel needs K arrangement numbers, K data and K fakes per "
+                      "trial; its arrangement, the nearest colluders and the attack on the "
+                      "running sums are compiled (numba), so the rest is numpy's draws and "
+                      "the trials' bookkeeping",
     "ray.ray_over_vectorized": "the two shards step in parallel but each runs slower beside the "
                                "other (one run's timeline: emit 115 ms and absorb 45 ms per "
                                "100-step block, against 80 and 40 alone) and the driver adds "

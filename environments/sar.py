@@ -25,13 +25,14 @@ from privgames.environments.config import (
     check_reals,
 )
 from privgames.mechanisms.chain import nash_equilibrium
+from privgames.mechanisms.compiled import compiled
 from privgames.mechanisms.sar import (
     ATTACKERS,
     colluder_threshold,
     slice_epsilon,
     slice_exposure_given_colluders,
     slice_sizes,
-    strong_reconstruction,
+    strong_estimates,
     vector_epsilon,
     weak_reconstruction,
 )
@@ -179,13 +180,26 @@ def _slice_index(d: int, N: int) -> tuple[NDArray, NDArray]:
 def nearest_colluders(seq_colluding: NDArray, position: NDArray) -> tuple[NDArray, NDArray]:
     """The positions of the colluders nearest each victim in its sequence: ``before`` (-1 if
     none) and ``after`` (``K`` if none), from flags ``(K, T)`` by position and the victims'
-    positions ``(T,)``."""
-    K = seq_colluding.shape[0]
-    small = np.int16 if K < 2**15 else np.int64  # positions: a quarter of the memory traffic
-    ranks, position = np.arange(K, dtype=small)[:, None], position.astype(small)
-    before = np.where(seq_colluding & (ranks < position), ranks, small(-1)).max(axis=0)
-    after = np.where(seq_colluding & (ranks > position), ranks, small(K)).min(axis=0)
-    return before.astype(np.int64), after.astype(np.int64)
+    positions ``(T,)`` (a compiled scan outwards from each victim)."""
+    before, after = np.empty(position.size, dtype=np.int64), np.empty(position.size,
+                                                                       dtype=np.int64)
+    _scan_outwards(seq_colluding, position, before, after)
+    return before, after
+
+
+@compiled
+def _scan_outwards(flags: NDArray, position: NDArray, before: NDArray, after: NDArray) -> None:
+    K, T = flags.shape
+    for t in range(T):
+        before[t], after[t] = -1, K
+        for j in range(position[t] - 1, -1, -1):
+            if flags[j, t]:
+                before[t] = j
+                break
+        for j in range(position[t] + 1, K):
+            if flags[j, t]:
+                after[t] = j
+                break
 
 
 def adjacent_colluders(seq_colluding: NDArray, position: NDArray) -> tuple[NDArray, NDArray]:
@@ -228,20 +242,14 @@ def attack(uploads: NDArray, before: NDArray, after: NDArray, position: NDArray,
     possible = (before >= 0) & (after < K)
     if attacker == "weak":
         possible &= (before == position - 1) & (after == position + 1)
-    else:
-        ranks = np.arange(K)[:, None]
-        poisoned = (ranks > before) & (ranks < after) & (ranks != position)
-        uploads = np.where(poisoned[..., None], fakes, uploads)
-        known = np.einsum("kt,ktl->tl", poisoned, fakes)
-    messages = np.empty_like(uploads)  # S_j: what position j sends to its successor
-    np.add(uploads[0], noise, out=messages[0])
-    for j in range(1, K):
-        np.add(messages[j - 1], uploads[j], out=messages[j])
-    if attacker == "weak":
+        messages = np.empty_like(uploads)  # S_j: what position j sends to its successor
+        np.add(uploads[0], noise, out=messages[0])
+        for j in range(1, K):
+            np.add(messages[j - 1], uploads[j], out=messages[j])
         estimate = weak_reconstruction(messages, position)
-    else:
-        estimate = strong_reconstruction(messages, np.maximum(before, 0),
-                                         np.where(possible, after, 1), known)
+    else:  # a loop over each chain's positions (compiled): only two running sums are read
+        estimate = np.empty(truth.shape)
+        strong_estimates(uploads, noise, fakes, before, after, position, estimate)
     err = estimate - truth
     rms = np.where(possible, np.sqrt(np.einsum("tl,tl->t", err, err) / length), np.nan)
     worst = np.where(possible, np.abs(err).max(axis=1), np.nan)
@@ -356,16 +364,25 @@ def arrange_colluders(count: NDArray, position: NDArray, K: int,
     left): sampling without replacement, the law of the permutation without drawing it.
     """
     u = rng.random((K, position.size))
-    left = count.astype(float)
-    places = np.full(position.size, K - 1.0)
     flags = np.empty((K, position.size), dtype=bool)
-    for j in range(K):
-        other = position != j
-        np.less(u[j] * places, left, out=flags[j])
-        flags[j] &= other
-        left -= flags[j]
-        places -= other
+    _fill_in_order(u, count, position, flags)
     return flags
+
+
+@compiled
+def _fill_in_order(u: NDArray, count: NDArray, position: NDArray, flags: NDArray) -> None:
+    """:func:`arrange_colluders`'s places, a place of every trial at a time (compiled: one
+    pass over the trials per place)."""
+    K, T = u.shape
+    left = count.astype(np.float64)
+    places = np.full(T, K - 1.0)
+    for j in range(K):
+        for t in range(T):
+            other = position[t] != j
+            flag = other & (u[j, t] * places[t] < left[t])
+            flags[j, t] = flag
+            left[t] -= flag
+            places[t] -= other
 
 
 def neighbour_colluders(count: NDArray, position: NDArray, K: int,

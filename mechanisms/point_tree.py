@@ -19,11 +19,11 @@ Birch3 (k = 20, 1.5e8 point-iterations/s); compiled with numba it takes 0.12-0.1
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from privgames.mechanisms.compiled import compiled
 
 #: Points per leaf at most (smaller leaves: fewer undecided points, more nodes to visit; the
 #: compiled walk on Birch3: 0.16 ms a repetition at 4, 0.13 at 8-12, 0.12 at 16, 0.15 at 64).
@@ -109,20 +109,12 @@ def cluster_sums(tree: PointTree, centroids: NDArray) -> tuple[NDArray, NDArray]
     centroids = np.ascontiguousarray(centroids, dtype=float)
     R, k, d = centroids.shape
     counts, sums = np.zeros((R, k)), np.zeros((R, k, d))
-    _compiled()(tree.centre, tree.half, tree.size, tree.total, tree.leaves,
-                centroids, MARGIN, counts, sums)
+    _walk(tree.centre, tree.half, tree.size, tree.total, tree.leaves, centroids, MARGIN,
+          counts, sums)
     return counts, sums
 
 
-@cache
-def _compiled() -> Any:
-    """The walk compiled on first use (numba is imported only by the runs that need it; the
-    machine code is cached on disk beside this module)."""
-    from numba import njit
-
-    return njit(cache=True, nogil=True)(_walk)
-
-
+@compiled
 def _walk(centre: NDArray, half: NDArray, size: NDArray, total: NDArray, leaves: NDArray,
           centroids: NDArray, margin: float, counts: NDArray, sums: NDArray) -> None:
     """:func:`cluster_sums` into ``counts`` and ``sums``: per repetition, a depth-first walk

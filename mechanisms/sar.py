@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
 
+from privgames.mechanisms.compiled import compiled
 from privgames.mechanisms.gaussian import analytic_epsilon, classical_epsilon
 from privgames.mechanisms.validation import ConfigError
 
@@ -170,11 +171,33 @@ def weak_reconstruction(messages: NDArray, position: NDArray) -> NDArray:
     return sent - np.where((position > 0)[:, None], before, 0.0)
 
 
-def strong_reconstruction(messages: NDArray, before: NDArray, after: NDArray,
-                          known: NDArray) -> NDArray:
-    """Definition 5: colluders at positions ``before < k < after`` pool ``S_{after-1}`` (which
-    ``after`` received) and ``S_before`` (which ``before`` sent), and subtract ``known``, the sum
-    of the data they planted on the users between them other than the victim. ``messages``:
-    ``(K, T, l)`` as in :func:`weak_reconstruction`."""
-    trials = np.arange(before.size)
-    return messages[after - 1, trials] - messages[before, trials] - known
+@compiled
+def strong_estimates(uploads: NDArray, noise: NDArray, fakes: NDArray, before: NDArray,
+                     after: NDArray, position: NDArray, out: NDArray) -> None:
+    """Definition 5 on ``T`` chains, into ``out`` ``(T, l)``: colluders at positions ``before <
+    k < after`` pool ``S_{after-1}`` (which ``after`` received) and ``S_before`` (which
+    ``before`` sent), and subtract the data they planted on the users between them other than
+    the victim (``fakes``, which replace those users' uploads in the chain).
+
+    ``uploads`` and ``fakes`` are ``(K, T, l)`` by sequence position, ``noise`` ``(T, l)`` the
+    first user's; ``S_j = noise + upload_0 + ... + upload_j``, summed in that order per trial
+    (no ``K x T x l`` array of messages). A trial without a colluder on each side gets 0 (the
+    caller masks it)."""
+    K, T, width = uploads.shape
+    for t in range(T):
+        low, high, victim = before[t], after[t], position[t]
+        for c in range(width):
+            if low < 0 or high >= K:
+                out[t, c] = 0.0
+                continue
+            running, known, sent = noise[t, c], 0.0, 0.0
+            for j in range(high):
+                if low < j and j != victim:
+                    value = fakes[j, t, c]
+                    known += value
+                else:
+                    value = uploads[j, t, c]
+                running += value
+                if j == low:
+                    sent = running
+            out[t, c] = running - sent - known

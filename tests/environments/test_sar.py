@@ -182,6 +182,63 @@ def test_sar_epsilon_user_level_slice_level_and_paper():
         2.0 * math.sqrt(2 * math.log(1.25e5) / M))
 
 
+@pytest.mark.parametrize("K", [3, 20])
+def test_compiled_scans_equal_their_written_out_forms(K):
+    """The compiled nearest-colluder scan equals a max/min over the flags (no colluder on a
+    side: -1 and K; victims at both ends included), and the compiled arrangement equals its
+    vectorised form (places filled in order, each a colluder with probability colluders left
+    over places left) on the same uniforms: the same flags, bit for bit."""
+    rng = np.random.default_rng(K)
+    T = 4000
+    flags = rng.random((K, T)) < 0.3
+    position = rng.integers(0, K, T)
+    position[:2] = [0, K - 1]
+    ranks = np.arange(K)[:, None]
+    before = np.where(flags & (ranks < position), ranks, -1).max(axis=0)
+    after = np.where(flags & (ranks > position), ranks, K).min(axis=0)
+    near = nearest_colluders(flags, position)
+    np.testing.assert_array_equal(near[0], before)
+    np.testing.assert_array_equal(near[1], after)
+    count = rng.integers(0, K, T)
+    arranged = arrange_colluders(count, position, K, np.random.default_rng(1))
+    u = np.random.default_rng(1).random((K, T))
+    left, places = count.astype(float), np.full(T, K - 1.0)
+    for j in range(K):
+        other = position != j
+        want = other & (u[j] * places < left)
+        np.testing.assert_array_equal(arranged[j], want)
+        left, places = left - want, places - other
+
+
+def test_strong_estimates_are_definition_5_on_the_running_sums():
+    """The compiled strong attack equals ``S_{after-1} - S_before - known`` written out over
+    the chain's running sums (the fakes planted strictly between the colluders, bar the
+    victim, replace those uploads), to float rounding; trials without a colluder on each
+    side give 0."""
+    from privgames.mechanisms.sar import strong_estimates
+
+    rng = np.random.default_rng(5)
+    K, T, width = 9, 3000, 3
+    uploads, fakes = rng.uniform(-1, 1, (2, K, T, width))
+    noise = rng.normal(size=(T, width))
+    position = rng.integers(1, K - 1, T)
+    before = np.array([rng.integers(-1, v) for v in position])
+    after = np.array([rng.integers(v + 1, K + 1) for v in position])
+    ranks = np.arange(K)[:, None]
+    poisoned = (ranks > before) & (ranks < after) & (ranks != position)
+    chain = np.where(poisoned[..., None], fakes, uploads)
+    sums = noise + np.cumsum(chain, axis=0)
+    trials = np.arange(T)
+    possible = (before >= 0) & (after < K)
+    want = (sums[np.where(possible, after - 1, 0), trials]
+            - sums[np.maximum(before, 0), trials]
+            - np.einsum("kt,ktl->tl", poisoned, fakes))
+    out = np.empty((T, width))
+    strong_estimates(uploads, noise, fakes, before, after, position, out)
+    np.testing.assert_allclose(out[possible], want[possible], rtol=0, atol=1e-12)
+    assert 0 < possible.sum() < T and not out[~possible].any()
+
+
 @pytest.mark.parametrize("K", [2, 3, 20])
 def test_adjacent_colluders_decide_the_weak_attack_as_the_nearest_do(K):
     """The weak attack is possible exactly where the nearest colluders are the victim's two

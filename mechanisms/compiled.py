@@ -1,0 +1,26 @@
+"""Kernels compiled with numba where numpy's vectorised passes cannot express them well (loops
+with short, data-dependent inner work: README, Benchmarks, why numba)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache, wraps
+from typing import Any
+
+
+def compiled(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` compiled by numba (``nopython``, no fast-math: IEEE results, the same bits
+    on every machine) on its first call. numba is imported then, not when the module is, and
+    the machine code is cached on disk beside the module."""
+
+    @cache
+    def build() -> Callable[..., Any]:
+        from numba import njit
+
+        return njit(cache=True, nogil=True)(function)
+
+    @wraps(function)
+    def call(*args: Any) -> Any:
+        return build()(*args)
+
+    return call
