@@ -272,10 +272,11 @@ def main() -> None:
     elif args.paper_timings:
         results["paper_scale_s"] = read_timings(args.paper_timings)
         command += f" --paper-timings {args.paper_timings}"
+    quiet = ("at most 0.5: a quiet machine" if load <= 0.5 else
+             "above 0.5: other work was running and the figures are skewed")
     lines = ["# Benchmark results", "", f"`{command}` on {time.strftime('%Y-%m-%d')}, "
-             f"{os.cpu_count()} cores, load average {load:.2f} at the start (above 0.5: other "
-             "work was running and the figures are skewed); each ratio is a median of "
-             "interleaved repetitions in one process.", "", "## Targets", "",
+             f"{os.cpu_count()} cores, load average {load:.2f} at the start ({quiet}); each "
+             "ratio is a median of interleaved repetitions in one process.", "", "## Targets", "",
              "| what | measured | target | met |", "|---|---|---|---|"]
     targets = TARGETS + [("paper_scale_s", name, "<", PAPER_TARGETS.get(name, 60.0),
                           f"`{name}` at paper scale (s)")
