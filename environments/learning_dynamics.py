@@ -299,7 +299,6 @@ class LearningModel(Environment):
         current level), as of the last round."""
         return self._iterate
 
-
     def _measured(self, name: str, measure) -> float:
         """A measurement of the last iterate, taken when it changes, not every round."""
         if name not in self._of_iterate:

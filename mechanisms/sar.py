@@ -186,10 +186,10 @@ def strong_estimates(uploads: NDArray, noise: NDArray, fakes: NDArray, before: N
     K, T, width = uploads.shape
     for t in range(T):
         low, high, victim = before[t], after[t], position[t]
+        if low < 0 or high >= K:
+            out[t] = 0.0
+            continue
         for c in range(width):
-            if low < 0 or high >= K:
-                out[t, c] = 0.0
-                continue
             running, known, sent = noise[t, c], 0.0, 0.0
             for j in range(high):
                 if low < j and j != victim:
