@@ -71,6 +71,9 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
     total = 0.0
     for point in points:
         config = experiment.config(params, point)
+        if workers == 0 and getattr(config, "backend", None) == "ray":
+            raise ConfigError("backend='ray' runs Ray actors, but workers=0 (--workers 0) asks "
+                              "for no Ray: drop one of the two")
         if not hasattr(config, "footprint"):
             continue
         fp = config.footprint()

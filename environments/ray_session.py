@@ -5,8 +5,10 @@ from __future__ import annotations
 import atexit
 import inspect
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,13 +17,17 @@ from contextlib import contextmanager
 def ensure_ray(workers: int | None = None, address: str | None = None):
     """The Ray module with a session: reuse one, join ``address``, or start a local one.
 
-    ``address`` (or ``RAY_ADDRESS``) joins a cluster. Otherwise a local Ray with ``workers``
-    CPUs starts without a dashboard process and with every server on loopback: Ray binds to
-    the node's IP unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (its single-machine mode) is
-    set before ``ray`` is imported, which this function does. A local Ray is torn down with
-    its driver, even a SIGKILLed one (:mod:`~privgames.environments.ray_reaper`, which kills only
-    the processes Ray started, never the driver's others), and at once when the driver exits
-    normally (:func:`_shutdown_at_once`).
+    ``address`` (or ``RAY_ADDRESS``) joins that cluster, and says so on stderr in one line;
+    nothing else ever joins one. Otherwise a private local Ray with ``workers`` CPUs starts:
+    ``address="local"`` (Ray's own default would join whatever cluster
+    ``/tmp/ray/ray_current_cluster`` names, another user's ``ray start`` included) in a temp
+    folder of its own (removed at exit), without a dashboard process and with every server on
+    loopback: Ray binds to the node's IP unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (its
+    single-machine mode) is set before ``ray`` is imported, which this function does. A local
+    Ray is torn down with its driver, even a SIGKILLed one
+    (:mod:`~privgames.environments.ray_reaper`, which kills only the processes Ray started,
+    never the driver's others), and at once when the driver exits normally
+    (:func:`_shutdown_at_once`).
     """
     address = address or os.environ.get("RAY_ADDRESS")
     if not address:
@@ -30,19 +36,22 @@ def ensure_ray(workers: int | None = None, address: str | None = None):
 
     if not ray.is_initialized():
         if address:
+            print(f"privgames: joining the Ray cluster at {address}", file=sys.stderr,
+                  flush=True)
             ray.init(address=address, log_to_driver=False)
         else:
             before = set(descendants(os.getpid()))
+            temp_dir = tempfile.mkdtemp(prefix="privgames-ray-")
             with _lean_local_start():
-                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                         configure_logging=False)
+                ray.init(address="local", num_cpus=workers, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False, _temp_dir=temp_dir)
             _start_reaper(before)
             atexit.unregister(_shutdown_at_once)  # once, however often Ray is restarted
-            atexit.register(_shutdown_at_once, ray)  # runs before Ray's own exit hook
+            atexit.register(_shutdown_at_once, ray, temp_dir)  # before Ray's own exit hook
     return ray
 
 
-def _shutdown_at_once(ray) -> None:
+def _shutdown_at_once(ray, temp_dir: str | None = None) -> None:
     """Tear the local Ray down without Ray's exit-time waits: its exit hook sleeps 0.5 s so
     that workers' log lines reach the driver (``log_to_driver=False``: none do), then sends
     SIGTERM and gives the raylet up to 1 s to stop its workers and agents. A local privgames
@@ -62,6 +71,8 @@ def _shutdown_at_once(ray) -> None:
         ray.shutdown()
         node.destroy_external_storage()  # objects spilled to disk, as Ray's shutdown does
         node.kill_all_processes(check_alive=False, allow_graceful=False, wait=False)
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
     except Exception as err:  # an exit hook must not fail the driver's exit
         warnings.warn(f"privgames: fast Ray teardown unavailable ({type(err).__name__}: "
                       f"{err}); Ray's own exit hook stops the local Ray", stacklevel=1)

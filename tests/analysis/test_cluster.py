@@ -71,3 +71,43 @@ def test_the_ray_ring_runs_on_the_cluster(cluster, tmp_path):
     _, rows, vectorised = run_both_ways("ppsp-ring", sets, cluster, tmp_path,
                                         on_cluster_only=("--set", "backend=ray"))
     pd.testing.assert_frame_equal(rows, vectorised, check_exact=True)
+
+
+def test_a_local_run_beside_a_ray_start_cluster_stays_local(tmp_path):
+    """Another user's ``ray start`` writes ``/tmp/ray/ray_current_cluster``; Ray's default
+    ``ray.init()`` joins whatever it names. A privgames run without ``--address`` must start
+    its own Ray instead: no driver of it may appear in the foreign cluster's session."""
+    import socket
+    import time
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    foreign = subprocess.Popen(
+        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+         "--num-cpus", "1", "--port", str(port), "--include-dashboard", "false",
+         "--disable-usage-stats"], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    address_file = Path("/tmp/ray/ray_current_cluster")
+    try:
+        deadline = time.monotonic() + 120
+        while not (address_file.exists() and address_file.read_text().endswith(f":{port}")):
+            assert foreign.poll() is None and time.monotonic() < deadline, "ray start failed"
+            time.sleep(0.2)
+        logs = Path("/tmp/ray/session_latest/logs").resolve()
+        run = cli(["run", "apes", "--set", "backend=ray", "--set", "rounds=2", "--workers", "1",
+                   "--out", str(tmp_path)], tmp_path)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert "joining the Ray cluster" not in run.stderr
+        drivers = sorted(p.name for p in logs.glob("python-core-driver-*.log"))
+        assert drivers == [], f"the run joined the foreign cluster: {drivers}"
+        refused = cli(["run", "apes", "--set", "backend=ray", "--workers", "0"], tmp_path)
+        assert refused.returncode == 2
+        assert refused.stderr.strip().splitlines() == [
+            "privgames: error: backend='ray' runs Ray actors, but workers=0 (--workers 0) asks "
+            "for no Ray: drop one of the two"]
+    finally:
+        foreign.terminate()
+        foreign.wait(timeout=60)
