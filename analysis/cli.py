@@ -117,8 +117,9 @@ PAGE_ROUTES = ("bas", "sar", "ppsp", "pricing", "kmeans", "apes", "learning")
 def _serve(args: argparse.Namespace) -> None:
     if args.name is not None and args.name not in PAGE_ROUTES:
         raise UsageError(f"viz {args.name!r}: unknown page; pages are " + ", ".join(PAGE_ROUTES))
-    if args.results is not None and not args.results.is_dir():
-        raise UsageError(f"--results {args.results}: not a folder")
+    if args.results is not None and not any(args.results.glob("*.parquet")):
+        raise UsageError(f"--results {args.results}: no results there (a folder with "
+                         "NAME.parquet files written by privgames run is needed)")
     if importlib.util.find_spec("solara") is None:
         raise UsageError("privgames viz needs the pages' extra: pip install 'privgames[viz]'")
     with socket.socket() as probe:  # a port in use: one line now, not the server's traceback
@@ -127,11 +128,14 @@ def _serve(args: argparse.Namespace) -> None:
         except OSError as err:
             raise UsageError(f"--port {args.port}: 127.0.0.1:{args.port} cannot be used "
                              f"({err.strerror})") from None
-    from privgames.analysis.viz import HOST, serve
+    if args.data is not None and not args.data.is_dir():
+        raise UsageError(f"--data {args.data}: not a folder")
+    from privgames.analysis.page_server import new_token, serve, url
 
+    token = None if args.no_token else new_token()
     page = "results" if args.name is None and args.results else (args.name or "")
-    print(f"privgames: serving http://{HOST}:{args.port}/{page} (Ctrl-C stops)", flush=True)
-    serve(args.port, args.results)
+    print(f"privgames: serving {url(args.port, page, token)} (Ctrl-C stops)", flush=True)
+    serve(args.port, token, args.results, args.data)
 
 
 def _one_line(message: str) -> str:
@@ -203,6 +207,12 @@ def _parser() -> argparse.ArgumentParser:
     viz.add_argument("--port", type=_port, default=8765, help="port (default 8765)")
     viz.add_argument("--results", type=Path, default=None, metavar="DIR",
                      help="a reproduce/run folder to browse on /results")
+    viz.add_argument("--data", type=Path, default=None, metavar="DIR",
+                     help="a folder whose CSV files the kmeans page may load (default: only "
+                          "the shipped data sets)")
+    viz.add_argument("--no-token", action="store_true",
+                     help="serve without the secret token in the URL (any local user can "
+                          "then open the pages)")
     rep = sub.add_parser("reproduce", help="every experiment, figures and a Markdown report")
     common(rep)
     q = sub.add_parser("query", help="SQL over a results folder (the view is 'results')")

@@ -14,8 +14,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -24,11 +26,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from privgames.analysis.cli import UsageError, parse_value
+from privgames.analysis.page_server import DATA_ENV
 from privgames.analysis.parameters import allowed_values, meanings
 from privgames.environments.apes import APESConfig, APESModel
 from privgames.environments.bas_chain import BASChainConfig, BASChainModel
 from privgames.environments.config import ConfigError
 from privgames.environments.dp_kmeans import DPKMeansModel, KMeansConfig
+from privgames.environments.kmeans_data import BUILT_IN
 from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 from privgames.environments.ppsp_ring import PPSPConfig, PPSPModel
 from privgames.environments.pricing_fl import PricingConfig, PricingFLModel
@@ -38,6 +42,8 @@ from privgames.mechanisms.pricing import social_cost
 #: A page's figure size (inches) and resolution: readable in a half-width panel.
 FIGSIZE, DPI = (6.4, 3.6), 80
 THEORY = dict(color="black", linestyle="--", linewidth=1.2)
+#: At most this many CSV files of ``--data DIR`` are offered on the kmeans page.
+MAX_DATA_FILES = 200
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,7 @@ class Page:
     readings: Callable[[Any], dict[str, float]]
     fixed: Mapping[str, Any] = field(default_factory=dict)
     display_max: Mapping[str, float] = field(default_factory=dict)
+    choices: Mapping[str, Callable[[], tuple[str, ...]]] = field(default_factory=dict)
 
     def values(self) -> dict[str, Any]:
         """Every config field's starting value: the config's default, or the page's."""
@@ -92,7 +99,10 @@ class Page:
             text = meaning[name].replace("``", "")
             label = f"{name}: {text}" if len(text) <= 40 else name
             kind = allowed.kind if allowed is not None and value is not None else "text"
-            if kind == "choice":
+            if name in self.choices:
+                out[name] = {"type": "Select", "value": value,
+                             "values": list(self.choices[name]()), "label": label}
+            elif kind == "choice":
                 out[name] = {"type": "Select", "value": value, "values": list(allowed.choices),
                              "label": label}
             elif kind == "bool":
@@ -136,6 +146,10 @@ class PageModel(mesa.Model):
         self.error: str | None = None
         self.env = None
         try:
+            for name, choices in self.page.choices.items():  # a page's browser is untrusted
+                if name in kwargs and kwargs[name] not in choices():
+                    raise ConfigError(f"{name}={kwargs[name]!r} is not offered on this page: "
+                                      f"{name} must be one of {', '.join(choices())}")
             values = {**self.page.fixed, **{k: parse_value(k, v) if isinstance(v, str) else v
                                             for k, v in kwargs.items()}}
             self.env = self.page.model_type(self.page.config_type(**values), seed)
@@ -155,6 +169,14 @@ class PageModel(mesa.Model):
     def of(cls, page: Page) -> type[PageModel]:
         """The model class of ``page`` (what SolaraViz instantiates on reset)."""
         return type(f"{page.title.replace(' ', '')}Model", (cls,), {"page": page})
+
+
+def page_data_sets() -> tuple[str, ...]:
+    """The data sets the kmeans page may load: the shipped ones, and the CSV files under the
+    folder ``privgames viz --data DIR`` names (no other path ever reaches the server)."""
+    folder = os.environ.get(DATA_ENV)
+    found = sorted(str(p) for p in Path(folder).rglob("*.csv")) if folder else []
+    return (*BUILT_IN, *found[:MAX_DATA_FILES])
 
 
 def format_reading(value: float) -> str:
@@ -546,6 +568,7 @@ PAGES: dict[str, Page] = {page.route: page for page in (
          ("data", "method", "iterations", "epsilon", "repetitions"),
          kmeans_agents, kmeans_measures, kmeans_readings,
          fixed={"iterations": 10, "repetitions": 4, "epsilon": 0.3},
+         choices={"data": page_data_sets},
          display_max={"epsilon": 5.0, "repetitions": 100}),
     Page("apes", "APES shuffle", APESModel, APESConfig,
          ("n", "distribution", "framework", "C", "rounds", "samples"),

@@ -71,27 +71,67 @@ def write_text(text: str, path: Path) -> None:
     _atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 
 
-def query(results_dir: Path, sql: str) -> pd.DataFrame:
-    """Run SQL over every ``*.parquet`` of a results folder, exposed as the view ``results``.
+def query(results_dir: Path, sql: str, *, max_rows: int | None = None,
+          timeout: float | None = None) -> pd.DataFrame:
+    """Run one read-only ``SELECT`` (or ``WITH ... SELECT``) over every ``*.parquet`` of a
+    results folder, exposed as the view ``results`` (its ``file`` column names the file a row
+    came from).
 
-    The view has a ``file`` column naming the experiment the row came from.
+    The SQL may come from an untrusted page, so it runs on a connection that reaches nothing
+    but those Parquet files: after the view is made, DuckDB's ``allowed_paths`` lists them
+    alone, ``enable_external_access=false`` closes every other file and the network (no
+    ``read_csv('/etc/passwd')``, ``glob``, ``ATTACH``, extension downloads), no spill folder,
+    ``lock_configuration=true`` keeps it so; any statement but a single ``SELECT`` (``COPY``,
+    ``CREATE``, a second statement) is refused before it runs. ``max_rows`` keeps the first
+    rows (``frame.attrs["truncated"]`` says whether more were there); after ``timeout``
+    seconds the query is interrupted.
     """
+    import threading
+
     import duckdb
 
     from privgames.environments.config import ConfigError
 
     folder = Path(results_dir)
-    if not folder.is_dir() or not any(folder.glob("*.parquet")):
+    files = sorted(str(f.resolve()) for f in folder.glob("*.parquet")) if folder.is_dir() else []
+    if not files:
         raise ConfigError(f"--out {folder}: no results there (a folder with NAME.parquet files "
                           "written by privgames run is needed)")
-    pattern = str(folder / "*.parquet").replace("'", "''")
-    con = duckdb.connect()
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as err:
+        raise ConfigError(f"query failed: {_first_line(err)}") from None
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        kinds = ", ".join(s.type.name for s in statements) or "none"
+        raise ConfigError(f"query refused: give one SELECT statement (got {kinds}); the "
+                          "results are read-only")
+    quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    con = duckdb.connect(config={"autoinstall_known_extensions": False,
+                                 "autoload_known_extensions": False, "threads": 2})
+    timer = None if timeout is None else threading.Timer(timeout, con.interrupt)
     try:
         con.execute("CREATE VIEW results AS SELECT * FROM "
-                    f"read_parquet('{pattern}', filename = 'file', union_by_name = true)")
-        return con.execute(sql).df()
+                    f"read_parquet([{quoted}], filename = 'file', union_by_name = true)")
+        for setting in (f"allowed_paths = [{quoted}]", "temp_directory = ''",
+                        "enable_external_access = false", "lock_configuration = true"):
+            con.execute(f"SET {setting}")
+        if timer is not None:
+            timer.start()
+        relation = con.sql(sql)
+        frame = (relation if max_rows is None else relation.limit(max_rows + 1)).df()
+    except duckdb.InterruptException:
+        raise ConfigError(f"query failed: stopped after {timeout:g} s") from None
     except duckdb.Error as err:
-        first = str(err).strip().splitlines()[0]
-        raise ConfigError(f"query failed: {first}") from None
+        raise ConfigError(f"query failed: {_first_line(err)}") from None
     finally:
+        if timer is not None:
+            timer.cancel()
         con.close()
+    truncated = max_rows is not None and len(frame) > max_rows
+    frame = frame.head(max_rows) if truncated else frame
+    frame.attrs["truncated"] = truncated
+    return frame
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]

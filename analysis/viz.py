@@ -1,23 +1,34 @@
 """``privgames viz``: Mesa's SolaraViz pages of the environments and a results browser.
 
-Solara serves this module (``SOLARA_APP``): ``routes`` holds an index, one page per
-environment (:data:`privgames.analysis.pages.PAGES`: controls, inputs from the config's
-validators, the agents, the measurement beside the theory, the numbers) and, when
-``privgames viz --results DIR`` started it, the results page (the report's verdict tables,
-every figure, a DuckDB query box over the Parquet files). The server listens on 127.0.0.1
-only. Solara's own JavaScript comes from the ``solara-assets`` package, so no page needs the
-internet.
+Solara serves this module (``SOLARA_APP``, behind :mod:`privgames.analysis.page_server`):
+``routes`` holds an index, one page per environment (:data:`privgames.analysis.pages.PAGES`:
+controls, inputs from the config's validators, the agents, the measurement beside the theory,
+the numbers) and, when ``privgames viz --results DIR`` started it, the results page (the
+report's verdict tables with their figures, a DuckDB query box over the Parquet files). Solara's
+own JavaScript comes from the ``solara-assets`` package, so no page needs the internet.
+
+The browser is untrusted and so is a results folder (file and column names, report text): no
+value reaches the page as HTML. Tables are components whose cells are text nodes
+(:func:`Table`), Markdown is rendered and then sanitised by ``nh3`` (Ammonia: no script, no
+event handler, no ``javascript:`` link, no image) in :func:`SafeMarkdown`, and user SQL runs
+read-only on the results' Parquet files alone (:func:`privgames.analysis.results.query`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import markdown
+import nh3
+import pandas as pd
 import solara
 
+from privgames.analysis.page_server import RESULTS_ENV
 from privgames.analysis.pages import PAGES, Page, PageModel, format_reading
 
 # Mesa 3.3's ComponentsView calls a hook after an early return (harmless: that return is for an
@@ -29,9 +40,37 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=".*ComponentsView: `use_state` found despite")
     from mesa.visualization import SolaraViz
 
-#: Where ``--results`` points (set by :func:`serve` for the server process).
-RESULTS_ENV = "PRIVGAMES_RESULTS"
-HOST = "127.0.0.1"
+#: The rows a query shows and the seconds it may take on the results page.
+QUERY_ROWS, QUERY_SECONDS = 500, 10.0
+#: Markdown's tags a page keeps (nh3 drops every other tag, attribute and URL scheme).
+MARKDOWN_TAGS = {"h1", "h2", "h3", "h4", "p", "a", "ul", "ol", "li", "em", "strong", "code",
+                 "pre", "blockquote", "table", "thead", "tbody", "tr", "th", "td", "br", "hr"}
+TABLE_STYLE = "border-collapse: collapse; margin: 8px 0; font-size: 15px"
+CELL_STYLE = "border: 1px solid #ccc; padding: 3px 10px; text-align: left"
+_FIGURE_LINE = re.compile(r"^!\[[^\]]*\]\(([\w.-]+\.png)\)$")
+
+
+@solara.component
+def SafeMarkdown(text: str) -> Any:
+    """``text`` rendered as Markdown, then sanitised (:data:`MARKDOWN_TAGS`, http(s) links)."""
+    rendered = markdown.markdown(text, extensions=["tables"])
+    clean = nh3.clean(rendered, tags=MARKDOWN_TAGS, url_schemes={"http", "https"},
+                      attributes={"a": {"href"}})
+    return solara.HTML(tag="div", unsafe_innerHTML=clean.replace(
+        "<table>", f'<table style="{TABLE_STYLE}">').replace(
+        "<td>", f'<td style="{CELL_STYLE}">').replace("<th>", f'<th style="{CELL_STYLE}">'))
+
+
+@solara.component
+def Table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> Any:
+    """A table whose every cell is a text node (a value is never read as HTML)."""
+    def row(tag: str, cells: Sequence[Any]) -> Any:
+        return solara.v.Html(tag="tr", children=[
+            solara.v.Html(tag=tag, style_=CELL_STYLE, children=[str(cell)]) for cell in cells])
+
+    return solara.v.Html(tag="table", style_=TABLE_STYLE, children=[
+        solara.v.Html(tag="thead", children=[row("th", header)]),
+        solara.v.Html(tag="tbody", children=[row("td", cells) for cells in rows])])
 
 
 def _agents(model: PageModel) -> Any:
@@ -52,12 +91,14 @@ def _readings(model: PageModel) -> Any:
     """The numbers the page shows, or the config's message when it refused the inputs."""
     if model.error is not None:
         return solara.Error(f"privgames: error: {model.error}")
-    rows = "\n".join(f"| {label} | {format_reading(value)} |"
-                     for label, value in model.page.readings(model.env).items())
     config = model.env.config
     inputs = ", ".join(f"{name}={getattr(config, name)}" for name in model.page.inputs)
-    return solara.Markdown(f"| {model.page.title} | value |\n|---|---|\n{rows}\n\n"
-                           f"This run: seed={model.seed}, {inputs}")
+    with solara.Column() as column:
+        Table([model.page.title, "value"],
+              [(label, format_reading(value))
+               for label, value in model.page.readings(model.env).items()])
+        solara.Text(f"This run: seed={model.seed}, {inputs}")
+    return column
 
 
 def environment_page(page: Page) -> Any:
@@ -78,18 +119,20 @@ def environment_page(page: Page) -> Any:
 @solara.component
 def Index() -> Any:
     with solara.Column(style={"padding": "24px"}):
-        solara.Markdown("# privgames pages\nEach page runs one environment: set its "
-                        "parameters, press Reset, then Step or ▶.")
+        lines = ["# privgames pages", "Each page runs one environment: set its parameters, "
+                 "press Reset, then Step or ▶.", ""]
         for route, page in PAGES.items():
             summary = page.model_type.__doc__.splitlines()[0]
-            solara.Markdown(f"- [{page.title}](/{route}): {summary}")
+            lines.append(f"- [{page.title}](/{route}): {summary}")
+        SafeMarkdown("\n".join(lines))
         if os.environ.get(RESULTS_ENV):
-            solara.Markdown(f"- [Results](/results): {os.environ[RESULTS_ENV]}")
+            solara.Button("Results", href="/results", text=True)
+            solara.Text(os.environ[RESULTS_ENV])
 
 
 @solara.component
 def Results() -> Any:
-    """The report's verdict tables, every figure, and SQL over the results."""
+    """The report's verdict tables with their figures, and SQL over the results."""
     sql, set_sql = solara.use_state("SELECT file, COUNT(*) AS rows FROM results "
                                     "GROUP BY file ORDER BY file")
     if not os.environ.get(RESULTS_ENV):
@@ -97,41 +140,55 @@ def Results() -> Any:
                               "--results DIR")
     folder = Path(os.environ[RESULTS_ENV])
     with solara.Column(style={"padding": "24px"}):
-        solara.Markdown(f"# Results in {folder}")
+        solara.Text(f"Results in {folder}", style={"font-size": "24px"})
         solara.InputText("SQL over the Parquet files (the view is 'results')", value=sql,
                          on_value=set_sql, continuous_update=False)
         _query(folder, sql)
-        report = folder / "report.md"
-        if report.exists():
-            solara.Markdown(report.read_text())
+        shown = _report(folder)
         for png in sorted(folder.glob("*.png")):
-            solara.Markdown(f"### {png.stem}")
-            solara.Image(str(png), width="90%")
+            if png.name not in shown:
+                solara.Text(png.stem, style={"font-size": "18px"})
+                solara.Image(png.read_bytes(), width="90%")
+
+
+def _report(folder: Path) -> set[str]:
+    """Render ``report.md`` with each figure where the report names it (a plain file name of
+    the folder; nothing else is loaded); return the figures shown."""
+    report = folder / "report.md"
+    if not report.is_file():
+        return set()
+    shown, chunk = set(), []
+    for line in report.read_text().splitlines():
+        figure = _FIGURE_LINE.match(line.strip())
+        if figure is None:
+            chunk.append(line)
+            continue
+        SafeMarkdown("\n".join(chunk))
+        chunk, path = [], folder / figure.group(1)
+        if path.is_file():
+            solara.Image(path.read_bytes(), width="90%")
+            shown.add(path.name)
+    SafeMarkdown("\n".join(chunk))
+    return shown
 
 
 def _query(folder: Path, sql: str) -> Any:
     from privgames.analysis.results import query
+    from privgames.environments.config import ConfigError
 
     try:
-        frame = query(folder, sql)
-    except Exception as err:  # noqa: BLE001 - a user's SQL: show DuckDB's message
-        return solara.Error(f"query failed: {err}")
-    return solara.Markdown(frame.head(200).to_markdown(index=False))
+        frame = query(folder, sql, max_rows=QUERY_ROWS, timeout=QUERY_SECONDS)
+    except ConfigError as err:  # a user's SQL: show DuckDB's message, as text
+        return solara.Error(str(err))
+    with solara.Column() as column:
+        Table(list(frame.columns), list(frame.astype(object).where(pd.notna(frame), None)
+                                        .itertuples(index=False, name=None)))
+        if frame.attrs["truncated"]:
+            solara.Text(f"the first {QUERY_ROWS} rows are shown")
+    return column
 
 
 routes = [solara.Route(path="/", component=Index, label="privgames"),
           *[solara.Route(path=route, component=environment_page(page), label=page.title)
             for route, page in PAGES.items()],
           solara.Route(path="results", component=Results, label="Results")]
-
-
-def serve(port: int, results: Path | None = None) -> None:
-    """Serve the pages on ``HOST:port`` until interrupted."""
-    import uvicorn
-
-    os.environ["SOLARA_APP"] = __name__
-    os.environ["SERVER_NAME"], os.environ["SERVER_PORT"] = HOST, str(port)
-    os.environ.setdefault("SOLARA_TELEMETRY_MIXPANEL_ENABLE", "False")
-    if results is not None:
-        os.environ[RESULTS_ENV] = str(results.resolve())
-    uvicorn.run("solara.server.starlette:app", host=HOST, port=port, log_level="warning")

@@ -25,6 +25,7 @@ from privgames.analysis.pages import PAGES, PageModel, format_reading
 
 pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"
+TOKEN = ""  # the running server's (set by the server fixture)
 STEPS = 3
 
 
@@ -41,16 +42,30 @@ def results_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("results")
     result = api.run("budget-us-bounds", workers=0, out=folder)
     result.plot().savefig(folder / "budget-us-bounds.png", dpi=60)
+    # What a hostile results folder can hold: HTML, a handler, a javascript: link in its report
+    (folder / "report.md").write_text(
+        "# Report\n\n<img src=x onerror=\"document.title='pwned-report'\">\n\n"
+        "[a link](javascript:document.title='pwned-link')\n\n"
+        "| claim | verdict |\n|---|---|\n| <b onmouseover=alert(1)>bold</b> | holds |\n\n"
+        "![budget-us-bounds](budget-us-bounds.png)\n")
     return folder
 
 
 @pytest.fixture(scope="module")
 def server(results_folder):
+    """The server's port; its first line printed the address with the per-start token, which
+    :func:`page` opens once so that the browser holds the cookie."""
+    global TOKEN
     port = _free_port()
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "privgames.analysis", "viz", "--port",
                              str(port), "--results", str(results_folder)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    printed = proc.stdout.readline()
+    found = re.fullmatch(rf"privgames: serving http://127\.0\.0\.1:{port}/results"
+                         r"\?token=([\w-]{40,}) \(Ctrl-C stops\)\n", printed)
+    assert found, printed
+    TOKEN = found.group(1)
     deadline = started + 60
     while time.perf_counter() < deadline:
         try:
@@ -82,8 +97,9 @@ def browser():
 
 
 @pytest.fixture
-def page(browser):
+def page(browser, server):
     tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+    tab.goto(f"http://127.0.0.1:{server}/?token={TOKEN}")  # the cookie, then the index
     yield tab
     tab.close()
 
@@ -191,3 +207,46 @@ def test_the_results_page_shows_a_figure_and_answers_a_query(server, page, resul
     path = shots / "page-results.png"
     page.screenshot(path=path, full_page=True)
     _not_blank(path)
+
+
+def test_without_the_token_the_page_is_refused(server, browser):
+    tab = browser.new_page()
+    response = tab.goto(f"http://127.0.0.1:{server}/results")
+    assert response.status == 403 and "token" in tab.content()
+    tab.close()
+
+
+def test_no_value_or_report_line_runs_as_html(server, page):
+    """A query's values and a results folder's report are text: no handler, no script, no
+    ``javascript:`` link reaches the page."""
+    page.goto(f"http://127.0.0.1:{server}/results")
+    page.get_by_text("Results in").wait_for(timeout=60_000)
+    title = page.title()
+    box = page.get_by_label(re.compile("SQL over the Parquet files"))
+    attack = "<img src=x onerror=\"document.title='pwned-query'\">"
+    literal = attack.replace("'", "''")
+    box.fill(f"SELECT '{literal}' AS \"<b>name</b>\"")
+    box.press("Enter")
+    cell = page.locator("td", has_text="onerror")
+    cell.wait_for()
+    assert cell.inner_text().strip() == attack  # shown as the text it is
+    assert page.locator("th", has_text="<b>name</b>").count() == 1
+    page.wait_for_timeout(500)
+    assert page.title() == title and "pwned" not in page.title()
+    assert page.locator("img[onerror], b[onmouseover], [href^='javascript']").count() == 0
+    assert page.get_by_text("a link").count() == 1  # the link's text, without its target
+    figure = page.locator("img").first  # the report's figure, inline, from the folder
+    assert figure.evaluate("img => img.naturalWidth") > 100
+
+
+@pytest.mark.parametrize("sql", ["COPY (SELECT 42) TO '{folder}/evil.parquet'",
+                                 "SELECT * FROM read_csv('/etc/passwd')"])
+def test_the_query_box_reaches_no_file(server, page, results_folder, sql):
+    page.goto(f"http://127.0.0.1:{server}/results")
+    box = page.get_by_label(re.compile("SQL over the Parquet files"))
+    box.fill(sql.format(folder=results_folder))
+    box.press("Enter")
+    page.get_by_text(re.compile(r"^query (refused|failed): ")).wait_for()
+    assert page.get_by_text(re.compile("query failed: query failed")).count() == 0
+    assert not (results_folder / "evil.parquet").exists()
+    assert page.get_by_text("root:x:0:0").count() == 0

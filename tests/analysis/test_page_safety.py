@@ -1,0 +1,157 @@
+"""The attacks on ``privgames viz`` of issue 30, each one refused: SQL that reaches files, writes or
+runs two statements; a foreign Host, Origin or a missing token (HTTP and websocket); a path typed
+into the kmeans page. The browser-side ones (a value or a report rendered as HTML) are in
+``test_browser.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from privgames.analysis.page_server import Guard, new_token
+from privgames.analysis.results import query, write_parquet
+from privgames.environments.config import ConfigError
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    write_parquet(pd.DataFrame({"metric": ["a", "b", "c"], "value": [1.0, 2.0, 3.0]}),
+                  tmp_path / "exp.parquet")
+    (tmp_path / "secret.txt").write_text("not for the page\n")
+    return tmp_path
+
+
+def test_a_select_over_the_results_works_and_is_capped(folder):
+    frame = query(folder, "SELECT metric, value FROM results ORDER BY value DESC", max_rows=2)
+    assert frame["value"].tolist() == [3.0, 2.0] and frame.attrs["truncated"]
+    whole = query(folder, "WITH t AS (SELECT SUM(value) AS s FROM results) SELECT s FROM t")
+    assert whole["s"].tolist() == [6.0] and not whole.attrs["truncated"]
+
+
+@pytest.mark.parametrize("sql", [
+    "COPY (SELECT 42) TO '{folder}/evil.parquet'",
+    "SELECT 1; COPY (SELECT 42) TO '{folder}/evil.parquet'",
+    "ATTACH '{folder}/evil.db'; CREATE TABLE evil.t AS SELECT 1",
+    "CREATE TABLE evil AS SELECT 1",
+    "INSTALL httpfs",
+    "SET enable_external_access = true",
+])
+def test_anything_but_one_select_is_refused_and_writes_nothing(folder, sql):
+    before = sorted(p.name for p in folder.iterdir())
+    with pytest.raises(ConfigError, match="query refused: give one SELECT statement"):
+        query(folder, sql.format(folder=folder))
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_text('/etc/passwd')",
+    "SELECT * FROM read_text('{folder}/secret.txt')",
+    "SELECT * FROM glob('/root/*')",
+    "SELECT * FROM glob('{folder}/*')",
+    "SELECT * FROM read_blob('{folder}/../../../etc/hostname')",
+    "SELECT * FROM read_parquet('https://example.org/x.parquet')",
+])
+def test_no_file_or_network_beyond_the_parquet_files(folder, sql):
+    with pytest.raises(ConfigError, match="Permission Error"):
+        query(folder, sql.format(folder=folder))
+
+
+def test_a_query_that_runs_too_long_is_stopped(folder):
+    with pytest.raises(ConfigError, match=r"stopped after 0.5 s"):
+        query(folder, "SELECT COUNT(*) FROM range(1000000000000) a, results", timeout=0.5)
+
+
+def test_an_empty_query_is_one_line(folder):
+    with pytest.raises(ConfigError, match=r"got none"):
+        query(folder, "")
+
+
+# The server's guard, driven as uvicorn drives it (an ASGI scope; the app behind it records
+# whether it was reached).
+
+PORT = 8123
+
+
+def _call(token: str | None, kind: str = "http", host: str = f"127.0.0.1:{PORT}",
+          origin: str | None = None, cookie: str | None = None, query_string: str = ""):
+    reached, sent = [], []
+
+    async def app(scope, receive, send):
+        reached.append(scope["path"])
+
+    async def send(message):
+        sent.append(message)
+
+    headers = [(b"host", host.encode())]
+    headers += [(b"origin", origin.encode())] if origin else []
+    headers += [(b"cookie", cookie.encode())] if cookie else []
+    scope = {"type": kind, "path": "/results", "root_path": "", "headers": headers,
+             "query_string": query_string.encode()}
+    asyncio.run(Guard(app, PORT, token)(scope, None, send))
+    return reached, sent
+
+
+def _status(sent) -> int | str:
+    return sent[0].get("status", sent[0]["type"])
+
+
+def test_the_guard_lets_the_token_in_once_and_its_cookie_after():
+    token = new_token()
+    reached, sent = _call(token, query_string=f"token={token}&x=1")
+    assert not reached and _status(sent) == 303
+    headers = dict(sent[0]["headers"])
+    assert headers[b"location"] == b"/results?x=1"  # the token leaves the address bar
+    cookie = headers[b"set-cookie"].decode()
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    pair = cookie.split(";")[0]
+    for kind in ("http", "websocket"):
+        assert _call(token, kind, cookie=pair)[0] == ["/results"]
+        assert _call(token, kind, cookie=pair, origin=f"http://localhost:{PORT}")[0]
+
+
+@pytest.mark.parametrize("kind", ["http", "websocket"])
+@pytest.mark.parametrize("attack", [
+    {},  # no token
+    {"query_string": "token=wrong"},
+    {"cookie": f"privgames-token-{PORT}=wrong"},
+    {"host": f"evil.example:{PORT}", "good_cookie": True},  # DNS rebinding
+    {"host": "127.0.0.1:9999", "good_cookie": True},
+    {"origin": "http://evil.example", "good_cookie": True},  # another site's page
+    {"origin": f"http://127.0.0.1:{PORT}.evil.example", "good_cookie": True},
+])
+def test_the_guard_refuses(kind, attack):
+    token = new_token()
+    attack = dict(attack)
+    if attack.pop("good_cookie", False):
+        attack["cookie"] = f"privgames-token-{PORT}={token}"
+    reached, sent = _call(token, kind, **attack)
+    assert not reached
+    assert _status(sent) == (403 if kind == "http" else "websocket.close")
+
+
+def test_no_token_still_checks_host_and_origin():
+    assert _call(None)[0] == ["/results"]
+    assert not _call(None, host=f"evil.example:{PORT}")[0]
+    assert not _call(None, "websocket", origin="http://evil.example")[0]
+
+
+def test_the_kmeans_page_opens_no_path_it_does_not_offer(tmp_path, monkeypatch):
+    from privgames.analysis.page_server import DATA_ENV
+    from privgames.analysis.pages import PAGES, PageModel
+
+    page = PAGES["kmeans"]
+    offered = page.model_params()["data"]
+    assert offered["type"] == "Select" and offered["values"] == ["unbalance", "birch3"]
+    refused = PageModel.of(page)(**{**page.defaults(), "data": "/etc/passwd"})
+    assert refused.env is None and "not offered on this page" in refused.error
+    (tmp_path / "sub").mkdir()
+    points = tmp_path / "sub" / "points.csv"
+    points.write_text("x,y\n" + "\n".join(f"{i % 7},{i % 5}" for i in range(60)) + "\n")
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    assert page.model_params()["data"]["values"] == ["unbalance", "birch3", str(points)]
+    model = PageModel.of(page)(**{**page.defaults(), "data": str(points)})
+    assert model.error is None and model.env.points.shape == (60, 2)
