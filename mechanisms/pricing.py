@@ -96,46 +96,53 @@ def expected_penalty(sigma: ArrayLike) -> NDArray:
     return ((n - 1) / n) ** 2 * s2 + (s2.sum() - s2) / n**2
 
 
-def _weights(alpha: NDArray, social: bool) -> NDArray:
-    """Accuracy weight of each client's first-order condition: ``1 - alpha_i`` (eq 10) or the
-    total ``sum_j (1 - alpha_j)`` (eq 11)."""
-    return np.full(alpha.size, np.sum(1.0 - alpha)) if social else 1.0 - alpha
+def foc_summands(alpha: NDArray, aggregation: str) -> dict[str, NDArray]:
+    """Per client, what the first-order profiles sum over all clients (so that a population
+    split over shards computes them from totals, :func:`foc_profile_from`): ``1 - alpha_i``
+    (``W``), ``(alpha_i / (1 - alpha_i))^e`` (eq 10) and ``alpha_i^e`` (eq 11, over ``W^e``),
+    ``e = 2`` (MLE) or ``2/3`` (mean)."""
+    if np.any((alpha <= 0) | (alpha >= 1)):
+        raise ConfigError(f"alpha={alpha.tolist()!r}: the first-order conditions have an interior "
+                         "solution only for every alpha_i in (0, 1) (at 0 or 1 the model is "
+                         "degenerate: a client who ignores privacy adds no noise, one who "
+                         "ignores accuracy opts out)")
+    e = 2.0 if aggregation == "mle" else 2.0 / 3.0
+    return {"W": 1.0 - alpha, "private": (alpha / (1.0 - alpha)) ** e, "social": alpha**e}
 
 
-def _foc_profile(alpha: NDArray, kappa: float, L_F: float, c: float, S: float,
-                 aggregation: str, social: bool) -> NDArray:
-    """The profile at which every client's first-order condition holds.
+def foc_profile_from(alpha: NDArray, totals: dict[str, float], n: int, kappa: float,
+                     L_F: float, c: float, S: float, aggregation: str,
+                     social: bool) -> NDArray:
+    """The profile at which every client's first-order condition holds, for the clients
+    ``alpha`` of a population of ``n`` whose :func:`foc_summands` add up to ``totals``.
 
     MLE: the condition ``kappa w_i Delta^3 (Delta + L_F) / L_F = alpha_i c S sigma_i`` makes
     ``sigma_i = (w_i / alpha_i) g(Delta)``; summing ``sigma_i^-2`` gives the cubic
     ``Delta^2 (Delta + L_F) = L_F c S / (kappa R)``, ``R = (sum_i (alpha_i / w_i)^2)^(-1/2)``,
     with one positive root. Mean: ``d Delta / d sigma_i = sigma_i / (N^2 Delta)`` makes
     ``sigma_i^3 = alpha_i c S N^2 Delta / (kappa w_i (1 + Delta / L_F))``; ``Delta`` solves the
-    scalar fixed point ``N Delta = sqrt(sum_i sigma_i(Delta)^2)``. O(N) for any N.
+    scalar fixed point ``N Delta = sqrt(sum_i sigma_i(Delta)^2)``, where ``sum_i sigma_i^2 =
+    (c S N^2 Delta / (kappa (1 + Delta / L_F)))^(2/3) sum_i (alpha_i / w_i)^(2/3)``. O(N).
     """
-    if np.any((alpha <= 0) | (alpha >= 1)):
-        raise ConfigError(f"alpha={alpha.tolist()!r}: the first-order conditions have an interior "
-                         "solution only for every alpha_i in (0, 1) (at 0 or 1 the model is "
-                         "degenerate: a client who ignores privacy adds no noise, one who "
-                         "ignores accuracy opts out)")
-    w = _weights(alpha, social)
-    n = alpha.size
+    big_w = totals["W"]
+    w = np.full(alpha.size, big_w) if social else 1.0 - alpha
+    spread = (totals["social"] / big_w ** (2.0 if aggregation == "mle" else 2.0 / 3.0)
+              if social else totals["private"])  # sum_i (alpha_i / w_i)^e
     with np.errstate(divide="ignore", invalid="ignore"):
         if aggregation == "mle":
             ratio = w / alpha  # sigma_i / g(Delta)
-            precision = np.sum(ratio**-2.0)
-            t = L_F * c * S * math.sqrt(precision) / kappa
+            t = L_F * c * S * math.sqrt(spread) / kappa
             hi = min(t ** (1 / 3), math.sqrt(t / L_F))
             delta = brentq(lambda d: d * d * (d + L_F) - t, 0.0, hi * (1 + 1e-12) + 1e-300,
                            xtol=1e-300, rtol=4 * np.finfo(float).eps)
             return ratio * kappa * delta**3 * (delta + L_F) / (L_F * c * S)
 
-        def sigma_of(d: float) -> NDArray:
-            return np.cbrt(alpha * c * S * n * n * d / (kappa * w * (1 + d / L_F)))
+        def drive(d: float) -> float:  # sigma_i(d)^3 = drive(d) alpha_i / w_i
+            return c * S * n * n * d / (kappa * (1 + d / L_F))
 
         def gap(log_d: float) -> float:
             d = math.exp(log_d)
-            return math.log(np.sqrt(np.sum(sigma_of(d) ** 2)) / n) - log_d
+            return math.log(math.sqrt(drive(d) ** (2.0 / 3.0) * spread) / n) - log_d
 
         scale = (c * S / kappa) ** 0.5 + L_F  # gap falls through 0 once on the log scale
         lo, hi = math.log(scale) - 5.0, math.log(scale) + 5.0
@@ -143,7 +150,14 @@ def _foc_profile(alpha: NDArray, kappa: float, L_F: float, c: float, S: float,
             lo -= 10.0
         while gap(hi) > 0:
             hi += 10.0
-        return sigma_of(math.exp(brentq(gap, lo, hi, xtol=1e-15)))
+        return np.cbrt(alpha * drive(math.exp(brentq(gap, lo, hi, xtol=1e-15))) / w)
+
+
+def _foc_profile(alpha: NDArray, kappa: float, L_F: float, c: float, S: float,
+                 aggregation: str, social: bool) -> NDArray:
+    """:func:`foc_profile_from` for a whole population."""
+    totals = {k: float(np.sum(v)) for k, v in foc_summands(alpha, aggregation).items()}
+    return foc_profile_from(alpha, totals, alpha.size, kappa, L_F, c, S, aggregation, social)
 
 
 def equilibrium_noise(alpha: ArrayLike, kappa: float, L_F: float, c: float, S: float,
