@@ -133,6 +133,8 @@ class GridLearner(ABC):
 
     #: The feedback kinds this learner can use.
     feedback_kinds: tuple[str, ...] = ("full",)
+    #: Whether acting draws a uniform per agent (a deterministic rule draws none).
+    draws: bool = True
 
     def __init__(self, grid: ArrayLike, agents: int, rounds: int, feedback: str | None = None,
                  span: ArrayLike = 1.0, low: ArrayLike = 0.0, high: ArrayLike = 1.0) -> None:
@@ -174,10 +176,14 @@ class GridLearner(ABC):
 
     def act(self, rng: np.random.Generator) -> NDArray:
         """Every agent's action value this round, drawn from its mixed strategy (one uniform
-        per agent; the strategies are kept in :attr:`drawn_from`)."""
+        per agent from ``rng``; the strategies are kept in :attr:`drawn_from`)."""
+        return self.act_with(rng.random(self.agents) if self.draws else None)
+
+    def act_with(self, u: NDArray | None) -> NDArray:
+        """:meth:`act` with the agents' uniforms given (``(n,)``; a population split over
+        shards draws them by blocks of agents, :mod:`privgames.environments.shards`)."""
         p = self.drawn_from = self.probabilities()
-        u = rng.random((self.agents, 1))
-        self.last = np.minimum((np.cumsum(p, axis=1) < u).sum(axis=1), self.m - 1)
+        self.last = np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), self.m - 1)
         return self.grid[self.last]
 
     def observe(self, feedback: ArrayLike, active: NDArray | None = None) -> None:
@@ -361,7 +367,9 @@ class SPSA(GridLearner):
         k = self.t // 2 + 1
         return self.a / k**0.602, self.c / k**0.101
 
-    def act(self, rng: np.random.Generator) -> NDArray:
+    draws = False
+
+    def act_with(self, u: NDArray | None) -> NDArray:
         _, c = self._gains()
         sign = 1.0 if self.t % 2 == 0 else -1.0
         lo, hi = self.interval

@@ -12,7 +12,7 @@ import pandas as pd
 
 from privgames.analysis.claims import Claim
 from privgames.analysis.experiments import Experiment, figure, register
-from privgames.environments.learning_dynamics import LearningConfig, LearningModel
+from privgames.environments.learning_dynamics import LearningConfig, make_learning_model
 
 #: Per-round metrics kept in the rows (at most ``TRACE_POINTS`` rounds, log-spaced).
 TRACE = ("distance", "nash_gap", "max_average_regret", "cce_gap", "regret_bound",
@@ -23,7 +23,14 @@ LABELS = ("game", "learner", "feedback")
 
 def learning_unit(config: LearningConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
     """One population learns; its trace over rounds and where it ended."""
-    model = LearningModel(config, seed).run()
+    model = make_learning_model(config, seed)
+    try:
+        return _trace_and_outcome(model.run(), config)
+    finally:
+        model.close()
+
+
+def _trace_and_outcome(model: Any, config: LearningConfig) -> pd.DataFrame:
     trace = model.results()
     bounds = [model.learner.regret_bound(t) for t in trace["round"]]
     trace["regret_bound"] = [np.nan if b is None else b / t
@@ -33,7 +40,7 @@ def learning_unit(config: LearningConfig, seed: np.random.SeedSequence) -> pd.Da
     outcome = model.outcome()
     predicted = model.predicted()
     last = {"final_distance": model.distance(), "converged": float(outcome["converged"]),
-            "opted_out": float(np.isinf(model.last_iterate()).sum()),
+            "opted_out": float(model.opted_out()),
             "azuma": model.azuma(), "predicted_social_cost":
                 predicted["social_costs"][model.predicted_name],
             "predicted_nash_gap": predicted["nash_gaps"][model.predicted_name],

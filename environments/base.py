@@ -80,3 +80,6 @@ class Environment(mesa.Model):
     def predicted(self) -> dict:
         """The theory's numbers for this configuration."""
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the model holds outside this process (Ray actors; none by default)."""

@@ -48,6 +48,7 @@ from privgames.mechanisms.pricing_bayes import BinaryGame
 GAMES = ("bas", "sar", "ppsp", "pricing", "pricing-bayes")
 ATTACKERS = ("weak", "strong")
 WEIGHTINGS = ("equal", "unequal")
+BACKENDS = ("vectorized", "ray")
 #: The confidence of the Azuma-Hoeffding allowance between realized and expected regret.
 AZUMA_DELTA = 1e-3
 
@@ -83,6 +84,14 @@ class LearningConfig:
             the clients' sensitivities ``N(mean, std)`` clipped to ``[0.01, 0.99]``.
         alpha_L, alpha_H, p_low: ``pricing-bayes``'s two sensitivities ``0 < alpha_L <
             alpha_H < 1`` and the prior probability of the low one (the paper's ``eta``).
+        backend: ``vectorized`` (one process) or ``ray`` (one population split into ``shards``
+            Ray actors, the driver holding only aggregates; ``game=pricing`` so far).
+        shards: the Ray actors of one population (an integer >= 1, at most one per 1,024
+            agents, or ``auto``: one per CPU of the Ray cluster).
+        history: keep every round's last iterate in the driver (``backend=ray``; O(rounds x
+            agents) of memory).
+        checkpoint_every: rounds between the shards' checkpoints (``backend=ray``; a killed
+            shard is restored from the last one; 0: none).
     """
 
     game: str = "bas"
@@ -107,6 +116,10 @@ class LearningConfig:
     alpha_L: float = 0.25
     alpha_H: float = 0.75
     p_low: float = 0.5
+    backend: str = "vectorized"
+    shards: int | str = 1
+    history: bool = False
+    checkpoint_every: int = 25
 
     def footprint(self) -> Footprint:
         """The learners' and the analyst's ``(agents, grid)`` arrays, the played history;
@@ -114,10 +127,22 @@ class LearningConfig:
         and actions double, and the interim expectations (a few MB a pass) cost about four
         times the rest."""
         bayes = self.game == "pricing-bayes"
+        if self.backend == "ray":
+            return self._shard_footprint()
         rows = self.agents * (2 if bayes else 1)
         cells = float(rows) * self.grid_points * (2 if bayes else 1)
         peak = 80.0 * cells + 9.0 * rows * self.rounds + 2000.0 * rows + (8e6 if bayes else 0)
         return Footprint(peak, 30.0 * cells * self.rounds * (5 if bayes else 1), "agents")
+
+    def _shard_footprint(self) -> Footprint:
+        """With ``backend=ray``, the largest shard's arrays (about nine ``agents/shards x
+        grid`` float arrays) and, with ``history``, the driver's ``rounds x agents``."""
+        shards = 1 if self.shards == "auto" else self.shards
+        cells = float(-(-self.agents // shards)) * self.grid_points
+        peak = max(90.0 * cells + 600.0 * self.agents / shards,
+                   8.0 * self.rounds * self.agents if self.history else 0.0)
+        driver = "rounds" if self.history and peak > 90.0 * cells else "agents"
+        return Footprint(peak, 30.0 * self.agents * self.grid_points * self.rounds, driver)
 
     def __post_init__(self) -> None:
         check_choice("game", self.game, GAMES)
@@ -152,6 +177,24 @@ class LearningConfig:
         check_real("alpha_L", self.alpha_L, 0.0, 1.0, low_open=True, high_open=True)
         check_real("alpha_H", self.alpha_H, self.alpha_L, 1.0, low_open=True, high_open=True)
         check_real("p_low", self.p_low, 0.0, 1.0, low_open=True, high_open=True)
+        check_choice("backend", self.backend, BACKENDS)
+        check_bool("history", self.history)
+        check_int("checkpoint_every", self.checkpoint_every, 0)
+        if self.backend == "ray":
+            if self.game != "pricing":
+                raise ConfigError(f"backend='ray' runs game='pricing' so far: game={self.game!r}"
+                                  " runs with backend='vectorized'")
+            if self.shards != "auto":
+                check_int("shards", self.shards, 1)
+                from privgames.environments.shards import layout
+                layout(self.agents, self.shards)
+        elif self.shards != 1:
+            raise ConfigError(f"shards={self.shards!r} is not allowed with backend="
+                              f"{self.backend!r}: shards split one population over Ray actors "
+                              "(backend='ray')")
+        elif self.history:
+            raise ConfigError("history=True is not allowed with backend='vectorized': the "
+                              "in-process engine always keeps the history")
         if self.game == "pricing-bayes" and self.learner == "spsa":
             raise ConfigError("learner='spsa' is not allowed with game='pricing-bayes': its "
                               "action includes a discrete report, and a client's row plays "
@@ -180,6 +223,17 @@ def make_game(config: LearningConfig, rng: np.random.Generator) -> GridGame:
     alpha = np.clip(rng.normal(c.alpha_mean, c.alpha_std, n), 0.01, 0.99)
     return PricingGame(alpha, 1.0, 1.0, 1.0, 1.0, c.aggregation, c.pricing, c.grid_points,
                        c.grid)
+
+
+def make_learning_model(config: LearningConfig, seed=None) -> Environment:
+    """The engine ``config.backend`` names: :class:`LearningModel` in this process, or the
+    population split over Ray actors
+    (:class:`~privgames.environments.learning_shards.ShardedLearningModel`)."""
+    if config.backend == "ray":
+        from privgames.environments.learning_shards import ShardedLearningModel
+
+        return ShardedLearningModel(config, seed)
+    return LearningModel(config, seed)
 
 
 class Player(mesa.Agent):
@@ -294,6 +348,10 @@ class LearningModel(Environment):
                      for x in (costs, own))
 
     # --- the analyst's measurements ------------------------------------------------------------
+    def opted_out(self) -> int:
+        """Agents whose last iterate is the opt-out (``inf``)."""
+        return int(np.isinf(self.last_iterate()).sum())
+
     def last_iterate(self) -> NDArray:
         """Each agent's current strategy as one action: its most likely grid action (SPSA: its
         current level), as of the last round."""

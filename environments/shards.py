@@ -1,0 +1,270 @@
+"""One population over many processes: shards of agents, streams and sums keyed by blocks.
+
+A **shard** owns a contiguous range of agents (their types, learner state, random streams and
+the partial sums of every measurement); a :class:`ShardedRun` drives its shards in the driver
+process (``backend="vectorized"``) or as Ray actors (``backend="ray"``, on any node of the
+session's cluster), and holds only what the shards send back: small per-block sums and extremes.
+
+Two keys make the numbers independent of the shard count:
+
+* **Blocks.** Agents fall into blocks of :data:`BLOCK`; a shard's range is a run of whole
+  blocks (uneven splits: shards differ by at most one block). Each block has its own random
+  stream per purpose, ``(stream, block)`` (:class:`BlockStreams`), so an agent's draws do not
+  depend on which shard owns it.
+* **Sums.** A shard reports a sum as one partial sum per block (:func:`block_sums`); the
+  driver concatenates them in block order and sums that vector (:func:`combine`): the same
+  floating-point operations, in the same order, at any shard count. Maxima and minima are
+  exact in any order.
+
+A slice of a game implements the methods the driver calls by name (``call``); each returns a
+:class:`Partials`, or anything small. Faults: every ``checkpoint_every`` rounds each shard
+writes its whole state (streams included) to the run's checkpoint folder; when a shard's actor
+dies, every shard is restored from the last checkpoint and the rounds since are played again,
+so the run's results equal an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from privgames.environments.config import ConfigError
+from privgames.environments.streams import child, generator
+
+#: Agents per block: the unit of random streams, partial sums and shard boundaries.
+BLOCK = 1024
+
+
+def blocks_of(agents: int) -> int:
+    """How many blocks ``agents`` agents fill (the last one may be partial)."""
+    return -(-agents // BLOCK)
+
+
+def layout(agents: int, shards: int) -> list[tuple[int, int]]:
+    """Each shard's ``[start, stop)``: whole blocks, as even as possible, in order."""
+    blocks = blocks_of(agents)
+    if not isinstance(shards, int) or shards < 1:
+        raise ConfigError(f"shards={shards!r} is out of range: shards must be an integer >= 1")
+    if shards > blocks:
+        raise ConfigError(f"shards={shards} is out of range for agents={agents}: a shard owns "
+                          f"whole blocks of {BLOCK} agents, so shards must be <= {blocks}")
+    cuts = [min(b * BLOCK, agents) for b in np.linspace(0, blocks, shards + 1).round()
+            .astype(int)]
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def block_sums(x: NDArray, start: int) -> NDArray:
+    """Partial sums over the last axis of ``x`` (agents ``start, start + 1, ...``), one per
+    block: each block's sum is computed alone, so it is the same at any shard count."""
+    if start % BLOCK:
+        raise ValueError(f"start={start} is not on a block boundary")
+    x = np.asarray(x, dtype=float)
+    n = x.shape[-1]
+    full = n - n % BLOCK
+    head = x[..., :full].reshape(*x.shape[:-1], full // BLOCK, BLOCK).sum(axis=-1)
+    if full == n:
+        return head
+    return np.concatenate([head, x[..., full:].sum(axis=-1, keepdims=True)], axis=-1)
+
+
+class BlockStreams:
+    """The random streams of the agents ``[start, stop)``: one generator per ``(stream,
+    block)``, children of the population's seed. A draw gives every block its own agents'
+    numbers (a partial last block draws only its agents'), concatenated in agent order."""
+
+    def __init__(self, seed: np.random.SeedSequence, stream: int, start: int, stop: int,
+                 agents: int) -> None:
+        first, last = start // BLOCK, blocks_of(stop)
+        self.sizes = [min(BLOCK, agents - b * BLOCK) for b in range(first, last)]
+        self.generators = [generator(child(seed, stream, b)) for b in range(first, last)]
+
+    def _draw(self, draw: Callable, rows: int | None) -> NDArray:
+        shape = (lambda k: (k,)) if rows is None else (lambda k: (rows, k))
+        return np.concatenate([draw(g, shape(k)) for g, k in
+                               zip(self.generators, self.sizes, strict=True)], axis=-1)
+
+    def uniform(self, rows: int | None = None) -> NDArray:
+        return self._draw(lambda g, s: g.random(s), rows)
+
+    def normal(self, rows: int | None = None, loc: float = 0.0, scale: float = 1.0) -> NDArray:
+        return self._draw(lambda g, s: g.normal(loc, scale, s), rows)
+
+
+@dataclass
+class Partials:
+    """What a shard sends: per-block partial sums (``sums``, last axis the blocks) and its
+    extremes (``maxima``; a minimum is sent as the maximum of its negative)."""
+
+    sums: dict[str, NDArray] = field(default_factory=dict)
+    maxima: dict[str, float] = field(default_factory=dict)
+
+    def nbytes(self) -> int:
+        return sum(np.asarray(v).nbytes for v in self.sums.values()) + 8 * len(self.maxima)
+
+
+def combine(parts: Sequence[Partials]) -> dict[str, Any]:
+    """The population's totals from its shards' partials (in shard order = block order)."""
+    out: dict[str, Any] = {}
+    for name in parts[0].sums:
+        out[name] = np.concatenate([p.sums[name] for p in parts], axis=-1).sum(axis=-1)
+    for name in parts[0].maxima:
+        out[name] = max(p.maxima[name] for p in parts)
+    return {k: (float(v) if np.ndim(v) == 0 else v) for k, v in out.items()}
+
+
+class Shard:
+    """A Ray actor's body: it builds its slice (never the driver), answers calls by name, and
+    writes and reads its checkpoints."""
+
+    def __init__(self, make: Callable, *args: Any) -> None:
+        self.slice = make(*args)
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.slice, method)(*args)
+
+    def save(self, path: str) -> str:
+        tmp = f"{path}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(self.slice, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+        return path
+
+    def load(self, path: str) -> None:
+        with open(path, "rb") as f:
+            self.slice = pickle.load(f)
+
+    def rss(self) -> int:
+        """This process's resident memory now, bytes (Linux)."""
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class ShardedRun:
+    """A population of ``agents`` split into ``shards`` slices made by ``make(config, seed,
+    start, stop)``: in this process (``backend="vectorized"``, one slice per shard) or as Ray
+    actors spread over the session's nodes (``backend="ray"``).
+
+    Attributes:
+        ranges: each shard's ``[start, stop)``. exchanged: bytes the shards sent and received
+            through the driver so far (the pickled arguments and results).
+    """
+
+    def __init__(self, make: Callable, config: Any, seed: np.random.SeedSequence, agents: int,
+                 shards: int, backend: str, checkpoint_every: int = 0) -> None:
+        self.ranges = layout(agents, shards)
+        self.backend = backend
+        self.exchanged = 0
+        self.checkpoint_every = checkpoint_every
+        self._folder: str | None = None
+        self._saved: tuple[int, list[str]] | None = None
+        self._args = [(make, config, seed, a, b) for a, b in self.ranges]
+        if backend == "ray":
+            from privgames.environments.ray_session import ensure_ray
+
+            ray = ensure_ray()
+            self._ray = ray
+            cpus = ray.cluster_resources().get("CPU", 1.0)  # more shards than CPUs share them
+            self._actor = ray.remote(num_cpus=min(1.0, cpus / len(self.ranges)),
+                                     max_restarts=0)(Shard)
+            self.shards = [self._actor.options(scheduling_strategy="SPREAD").remote(*args)
+                           for args in self._args]
+        else:
+            self.shards = [Shard(*args) for args in self._args]
+
+    def call(self, method: str, *args: Any) -> list[Any]:
+        """Every shard's answer to ``method(*args)``, in shard order."""
+        if self.backend != "ray":
+            return [s.call(method, *args) for s in self.shards]
+        results = self._ray.get([s.call.remote(method, *args) for s in self.shards])
+        self.exchanged += len(self.shards) * len(pickle.dumps(args)) + sum(
+            len(pickle.dumps(r)) for r in results)
+        return results
+
+    def each(self, method: str, per_shard: Sequence[Any]) -> list[Any]:
+        """``method(arg_i)`` on shard ``i``."""
+        if self.backend != "ray":
+            return [s.call(method, a) for s, a in zip(self.shards, per_shard, strict=True)]
+        return self._ray.get([s.call.remote(method, a)
+                              for s, a in zip(self.shards, per_shard, strict=True)])
+
+    def total(self, method: str, *args: Any) -> dict[str, Any]:
+        """The combined :class:`Partials` of ``method(*args)`` on every shard."""
+        return combine(self.call(method, *args))
+
+    # --- faults -------------------------------------------------------------------------------
+    def checkpoint(self, round_: int) -> None:
+        """Every shard writes its state for ``round_`` (the driver keeps the file names)."""
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="privgames-shards-")
+        paths = [str(Path(self._folder) / f"shard-{i}-round-{round_}.pkl")
+                 for i in range(len(self.shards))]
+        if self.backend == "ray":
+            self._ray.get([s.save.remote(p) for s, p in zip(self.shards, paths, strict=True)])
+        else:
+            for s, p in zip(self.shards, paths, strict=True):
+                s.save(p)
+        if self._saved is not None:
+            for old in self._saved[1]:
+                Path(old).unlink(missing_ok=True)
+        self._saved = (round_, paths)
+
+    def failures(self) -> tuple[type[BaseException], ...]:
+        """The errors that mean a shard's actor died."""
+        return (self._ray.exceptions.RayActorError,) if self.backend == "ray" else ()
+
+    def restore(self) -> int:
+        """Replace dead actors and bring every shard back to the last checkpoint; return its
+        round."""
+        if self._saved is None:
+            raise RuntimeError("no checkpoint was written")
+        for i, s in enumerate(self.shards):
+            try:
+                self._ray.get(s.rss.remote())
+            except self._ray.exceptions.RayActorError:
+                self.shards[i] = self._actor.options(scheduling_strategy="SPREAD").remote(
+                    *self._args[i])
+        round_, paths = self._saved
+        self._ray.get([s.load.remote(p) for s, p in zip(self.shards, paths, strict=True)])
+        return round_
+
+    def rss(self) -> list[int]:
+        """Each shard's resident memory (Ray: its actor process; in process: the driver's)."""
+        if self.backend == "ray":
+            return self._ray.get([s.rss.remote() for s in self.shards])
+        return [self.shards[0].rss()] * len(self.shards)
+
+    def close(self) -> None:
+        if self.backend == "ray":
+            for s in self.shards:
+                self._ray.kill(s)
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+
+def resolve_shards(shards: int | str, backend: str) -> int:
+    """``shards``: an integer >= 1, or ``auto`` (one per CPU of the Ray cluster)."""
+    if shards == "auto":
+        if backend != "ray":
+            return 1
+        from privgames.environments.ray_session import ensure_ray
+
+        return max(1, int(ensure_ray().cluster_resources().get("CPU", 1)))
+    if isinstance(shards, bool) or not isinstance(shards, int | np.integer) or shards < 1:
+        raise ConfigError(f"shards={shards!r} is out of range: shards must be an integer >= 1 "
+                          "or 'auto'")
+    return int(shards)
+
+
+def finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None
