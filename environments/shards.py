@@ -156,14 +156,15 @@ class ShardedRun:
 
     Attributes:
         ranges: each shard's ``[start, stop)``. exchanged: bytes the shards sent and received
-            through the driver so far (the pickled arguments and results).
+            through the driver so far (the pickled arguments and results). restores: how
+            often the shards were brought back to a checkpoint after an actor died.
     """
 
     def __init__(self, make: Callable, config: Any, seed: np.random.SeedSequence, agents: int,
                  shards: int, backend: str, checkpoint_every: int = 0) -> None:
         self.ranges = layout(agents, shards)
         self.backend = backend
-        self.exchanged = 0
+        self.exchanged = self.restores = 0
         self.checkpoint_every = checkpoint_every
         self._folder: str | None = None
         self._saved: tuple[int, list[str]] | None = None
@@ -173,9 +174,9 @@ class ShardedRun:
 
             ray = ensure_ray()
             self._ray = ray
-            cpus = ray.cluster_resources().get("CPU", 1.0)  # more shards than CPUs share them
-            self._actor = ray.remote(num_cpus=min(1.0, cpus / len(self.ranges)),
-                                     max_restarts=0)(Shard)
+            # No CPU reserved: a shard must start even when the run's own task holds the
+            # CPUs (a sweep's unit on a 2-core machine); SPREAD puts them on every node.
+            self._actor = ray.remote(num_cpus=0, max_restarts=0)(Shard)
             self.shards = [self._actor.options(scheduling_strategy="SPREAD").remote(*args)
                            for args in self._args]
         else:
@@ -235,6 +236,7 @@ class ShardedRun:
                     *self._args[i])
         round_, paths = self._saved
         self._ray.get([s.load.remote(p) for s, p in zip(self.shards, paths, strict=True)])
+        self.restores += 1
         return round_
 
     def rss(self) -> list[int]:

@@ -1,0 +1,128 @@
+"""One population over shards: the block layout, streams and sums that make the numbers the same
+at any shard count; the pricing game's shards against the in-process game; a killed shard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privgames.environments.config import ConfigError
+from privgames.environments.learning_dynamics import LearningConfig
+from privgames.environments.learning_shards import ShardedLearningModel
+from privgames.environments.shards import BLOCK, BlockStreams, Partials, block_sums, combine, layout
+from privgames.environments.streams import as_seed_sequence
+from privgames.mechanisms import pricing
+from privgames.mechanisms.learning_games import PricingGame
+
+AGENTS = 2 * BLOCK + 452  # three blocks, the last one partial
+
+
+def test_the_layout_is_whole_blocks_in_order_and_uneven_splits_work():
+    assert layout(AGENTS, 1) == [(0, AGENTS)]
+    assert layout(AGENTS, 2) == [(0, 2 * BLOCK), (2 * BLOCK, AGENTS)]
+    assert layout(AGENTS, 3) == [(0, BLOCK), (BLOCK, 2 * BLOCK), (2 * BLOCK, AGENTS)]
+    ranges = layout(10 * BLOCK + 1, 4)  # 11 blocks over 4 shards: 3, 3, 3, 2 or so
+    assert ranges[0][0] == 0 and ranges[-1][1] == 10 * BLOCK + 1
+    assert all(a % BLOCK == 0 and b > a for a, b in ranges)
+    assert all(b == c for (_, b), (c, _) in zip(ranges, ranges[1:], strict=False))
+    for bad, message in ((0, "shards must be an integer >= 1"), (4, "shards must be <= 3")):
+        with pytest.raises(ConfigError, match=message):
+            layout(AGENTS, bad)
+
+
+def test_an_agents_draws_and_a_blocks_sum_do_not_depend_on_its_shard():
+    seed = as_seed_sequence(11)
+    whole = BlockStreams(seed, 2, 0, AGENTS, AGENTS).normal(3)
+    parts = np.concatenate([BlockStreams(seed, 2, a, b, AGENTS).normal(3)
+                            for a, b in layout(AGENTS, 3)], axis=-1)
+    assert whole.shape == (3, AGENTS) and np.array_equal(whole, parts)
+    other_stream = BlockStreams(seed, 3, 0, AGENTS, AGENTS).normal(3)
+    assert not np.array_equal(whole, other_stream)
+    x = whole[0] * 1e8  # large, mixed signs: the order of a sum matters
+    totals = [combine([Partials({"x": block_sums(x[a:b], a)}) for a, b in layout(AGENTS, k)])
+              for k in (1, 2, 3)]
+    assert totals[0]["x"] == totals[1]["x"] == totals[2]["x"]
+    assert totals[0]["x"] == pytest.approx(np.sum(x), rel=1e-12, abs=1e-3)
+
+
+def _model(shards: int, in_process: bool, **kw) -> ShardedLearningModel:
+    config = LearningConfig(**{"game": "pricing", "agents": AGENTS, "rounds": 40,
+                               "backend": "ray", "shards": shards, **kw})
+    return ShardedLearningModel(config, 5, in_process=in_process)
+
+
+def test_the_shards_play_the_pricing_game():
+    """The grid, references, costs, deviation gains and social costs the shards compute from
+    aggregates are those of the in-process :class:`PricingGame` with the same clients."""
+    for kw in ({"aggregation": "mle"}, {"aggregation": "mean", "pricing": True}):
+        model = _model(3, True, **kw)
+        slices = [s.slice for s in model.run_.shards]
+        alpha = np.concatenate([s.alpha for s in slices])
+        game = PricingGame(alpha, 1.0, 1.0, 1.0, 1.0, kw["aggregation"], kw.get("pricing", False),
+                           21)
+        np.testing.assert_allclose(model.grid, game.grid, rtol=1e-12)
+        np.testing.assert_allclose(np.concatenate([s.beta for s in slices]), game.beta,
+                                   rtol=1e-9)
+        reference = np.concatenate([s.reference for s in slices])
+        assert np.array_equal(reference, next(iter(game.references().values())))
+        predicted = model.predicted()
+        name = model.predicted_name
+        assert predicted["nash_gaps"][name] == pytest.approx(
+            game.nash_gap(reference, np.concatenate([s.span for s in slices])), rel=1e-9)
+        assert predicted["social_costs"][name] == pytest.approx(game.social_cost(reference),
+                                                                rel=1e-9)
+        assert predicted["optimum"] == pytest.approx(game.optimum(), rel=1e-9)
+        model.run(3)  # then a played profile: every client's cost of every grid action
+        played = np.concatenate([s.values for s in slices])
+        totals = combine([s._profile_partials(s.values) for s in slices])
+        costs = np.concatenate([s._costs(s.values, totals) for s in slices])
+        np.testing.assert_allclose(costs, game.costs(played), rtol=1e-9)
+        assert pricing.social_cost(played, alpha, 1, 1, 1, 1, kw["aggregation"]) == \
+            pytest.approx(sum(s._client_costs(s.values, totals).sum() for s in slices),
+                          rel=1e-9)
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("learner", ["hedge", "exp3"])
+def test_any_shard_count_gives_the_same_rows(ray_session, learner):
+    """In process with one shard, and two (uneven) or three Ray actors: equal, not close."""
+    runs = []
+    for shards, in_process in ((1, True), (2, False), (3, False)):
+        model = _model(shards, in_process, learner=learner,
+                       aggregation="mean" if learner == "exp3" else "mle")
+        model.run()
+        runs.append((model.results(), model.outcome(), model.predicted(),
+                     model.last_iterate()))
+        model.close()
+    for rows, outcome, predicted, last in runs[1:]:
+        pd.testing.assert_frame_equal(rows, runs[0][0], check_exact=True)
+        assert outcome == runs[0][1] and predicted == runs[0][2]
+        assert np.array_equal(last, runs[0][3])
+    assert len(runs[0][0]) == 40 and runs[0][0]["max_average_regret"].notna().all()
+
+
+@pytest.mark.ray
+def test_a_killed_shard_is_restored_and_the_run_is_unchanged(ray_session):
+    reference = _model(2, False, checkpoint_every=10)
+    reference.run()
+    rows, outcome = reference.results(), reference.outcome()
+    reference.close()
+    model = _model(2, False, checkpoint_every=10)
+    model.run(25)
+    ray_session.kill(model.run_.shards[1])  # mid-run, after the checkpoint of round 20
+    model.run(15)
+    assert model.run_.restores == 1
+    pd.testing.assert_frame_equal(model.results(), rows, check_exact=True)
+    assert model.outcome() == outcome
+    model.close()
+
+
+def test_bad_shard_settings_are_refused_by_name():
+    for kw, message in (({"shards": 0}, "shards=0 is out of range"),
+                        ({"shards": 4}, "shards must be <= 3"),
+                        ({"game": "bas"}, "backend='ray' runs game='pricing' so far"),
+                        ({"backend": "vectorized", "shards": 2},
+                         "shards=2 is not allowed with backend='vectorized'")):
+        with pytest.raises(ConfigError, match=message):
+            LearningConfig(**{"game": "pricing", "agents": AGENTS, "backend": "ray", **kw})
