@@ -79,6 +79,8 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
     done = {i: frame for i, p in parts.items() if p is not None and p.exists()
             and (frame := _read_part(p)) is not None}
     todo = [i for i in range(len(tasks)) if i not in done]
+    if address:  # join the cluster up front: environments with a Ray backend use it too
+        ensure_ray(None if workers == AUTO else workers, address)
     work = _task_work(experiment, params, tasks)
     bar = tqdm(total=sum(work), desc=experiment.name, unit="op", unit_scale=True,
                file=sys.stderr, disable=not progress)
@@ -97,8 +99,6 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
         workers = None if address else _auto_workers(experiment, params, tasks, todo, work,
                                                      finish, progress)
         todo = [i for i in todo if i not in done]
-    if address:  # join the cluster up front: environments with a Ray backend use it too
-        ensure_ray(workers, address)
     if workers == 0 or not todo:
         for i in todo:
             finish(i, run_batch(experiment.name, params, tasks[i]))

@@ -6,6 +6,7 @@ import atexit
 import inspect
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ def ensure_ray(workers: int | None = None, address: str | None = None):
 
     if not ray.is_initialized():
         if address:
+            _check_reachable(address)
             print(f"privgames: joining the Ray cluster at {address}", file=sys.stderr,
                   flush=True)
             ray.init(address=address, log_to_driver=False)
@@ -49,6 +51,21 @@ def ensure_ray(workers: int | None = None, address: str | None = None):
             atexit.unregister(_shutdown_at_once)  # once, however often Ray is restarted
             atexit.register(_shutdown_at_once, ray, temp_dir)  # before Ray's own exit hook
     return ray
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Refuse at once an address where nothing listens (Ray itself retries for minutes)."""
+    from privgames.environments.config import ConfigError
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if address == "auto" or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
+                                 timeout=timeout).close()
+    except OSError as err:
+        raise ConfigError(f"--address {address}: no Ray cluster answers there "
+                          f"({err.strerror or err})") from None
 
 
 def _shutdown_at_once(ray, temp_dir: str | None = None) -> None:

@@ -73,6 +73,23 @@ def test_the_ray_ring_runs_on_the_cluster(cluster, tmp_path):
     pd.testing.assert_frame_equal(rows, vectorised, check_exact=True)
 
 
+def test_one_sharded_population_spans_the_cluster_with_the_local_rows(cluster, tmp_path):
+    """``learning-dynamics`` (pricing, Hedge): one population of 2,100 agents as 3 shard actors
+    spread over both nodes, against the same population as 1 shard of a local Ray."""
+    sets = ["--set", "game=pricing", "--set", "learner=hedge", "--set", "backend=ray",
+            "--set", "agents=2100", "--set", "rounds=60", "--set", "populations=1"]
+    on_cluster = cli(["run", "learning-dynamics", *sets, "--set", "shards=3", "--address",
+                      cluster, "--out", str(tmp_path / "cluster")], tmp_path)
+    assert on_cluster.returncode == 0, on_cluster.stderr[-2000:]
+    assert f"joining the Ray cluster at {cluster}" in on_cluster.stderr
+    local = cli(["run", "learning-dynamics", *sets, "--set", "shards=1", "--workers", "1",
+                 "--out", str(tmp_path / "local")], tmp_path)
+    assert local.returncode == 0, local.stderr[-2000:]
+    rows, local_rows = (pd.read_parquet(tmp_path / where / "learning-dynamics.parquet")
+                        for where in ("cluster", "local"))
+    pd.testing.assert_frame_equal(rows, local_rows, check_exact=True)
+
+
 def test_a_local_run_beside_a_ray_start_cluster_stays_local(tmp_path):
     """Another user's ``ray start`` writes ``/tmp/ray/ray_current_cluster``; Ray's default
     ``ray.init()`` joins whatever it names. A privgames run without ``--address`` must start

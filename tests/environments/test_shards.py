@@ -126,3 +126,38 @@ def test_bad_shard_settings_are_refused_by_name():
                          "shards=2 is not allowed with backend='vectorized'")):
         with pytest.raises(ConfigError, match=message):
             LearningConfig(**{"game": "pricing", "agents": AGENTS, "backend": "ray", **kw})
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["shards=0"], "shards=0 is out of range: shards must be an integer >= 1"),
+    (["shards=3", "agents=2000"], "shards=3 is out of range for agents=2000"),
+    (["backend=vectorized", "shards=2"], "shards=2 is not allowed with backend='vectorized'"),
+])
+def test_the_cli_refuses_bad_shards_in_one_line(sets, message, capsys, tmp_path):
+    from privgames.analysis.cli import main
+
+    args = ["run", "learning-dynamics", "--set", "game=pricing", "--set", "backend=ray",
+            "--out", str(tmp_path)]
+    assert main([*args, *[x for s in sets for x in ("--set", s)]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"privgames: error: {message}")
+
+
+def test_an_unreachable_address_is_one_line_at_once(tmp_path):
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "privgames.analysis", "run", "learning-dynamics",
+                           "--set", "game=pricing", "--set", "backend=ray", "--set", "shards=2",
+                           "--set", "agents=3000", "--address", f"127.0.0.1:{port}", "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and time.monotonic() - started < 30
+    assert done.stderr.strip().splitlines() == [
+        f"privgames: error: --address 127.0.0.1:{port}: no Ray cluster answers there "
+        "(Connection refused)"]

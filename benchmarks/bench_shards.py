@@ -1,0 +1,73 @@
+"""One population over Ray shards (``learning-dynamics``, pricing, Hedge): time per round, the
+driver's and each shard's memory, and the bytes that cross Ray per round, against the
+in-process engine at the same size; then 10^6 agents x 200 rounds on 2 shards, with the
+shards' memory after 20 and after 200 rounds (it must not grow with the rounds).
+
+Run ``python benchmarks/bench_shards.py`` (``--quick`` for a smoke run). Each configuration runs
+in a fresh process, so that each peak resident size is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+
+from _common import arguments
+
+SIZES = (10_000, 100_000, 1_000_000)
+SHARDS = (1, 2, 4)
+
+
+def one(agents: int, shards: int, rounds: int, probe: int) -> dict:
+    """One population: ``shards`` = 0 runs the in-process engine (``backend=vectorized``)."""
+    from privgames.environments.learning_dynamics import LearningConfig, make_learning_model
+
+    ray = {"backend": "ray", "shards": shards, "checkpoint_every": 0} if shards else {}
+    config = LearningConfig(game="pricing", learner="hedge", agents=agents, rounds=rounds,
+                            **ray)
+    started = time.perf_counter()
+    model = make_learning_model(config, 1)
+    setup = time.perf_counter() - started
+    model.run(probe)
+    early = model.run_.rss() if shards else None
+    exchanged = model.run_.exchanged if shards else 0
+    started = time.perf_counter()
+    model.run(rounds - probe)
+    per_round = (time.perf_counter() - started) / (rounds - probe)
+    out = {"agents": agents, "shards": shards, "rounds": rounds, "setup_s": setup,
+           "round_s": per_round,
+           "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if shards:
+        out.update({"shard_rss_mb": [r / 2**20 for r in model.run_.rss()],
+                    "shard_rss_mb_early": [r / 2**20 for r in early],
+                    "bytes_per_round": (model.run_.exchanged - exchanged) / (rounds - probe)})
+    model.close()
+    return out
+
+
+def _in_fresh_process(agents: int, shards: int, rounds: int, probe: int) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--one", f"{agents},{shards},{rounds},"
+                           f"{probe}"], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    if "--one" in sys.argv:
+        agents, shards, rounds, probe = map(int, sys.argv[sys.argv.index("--one") + 1].split(","))
+        print(json.dumps(one(agents, shards, rounds, probe)))
+        return
+    args = arguments(__doc__)
+    sizes, shards, rounds = ((3000,), (1, 2), 4) if args.quick else (SIZES, SHARDS, 6)
+    table = [_in_fresh_process(n, k, rounds, 2) for n in sizes for k in (0, *shards)
+             if k <= -(-n // 1024)]
+    out = {"table": table}
+    if not args.quick:
+        out["million"] = _in_fresh_process(1_000_000, 2, 200, 20)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
