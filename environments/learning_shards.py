@@ -193,6 +193,15 @@ class PricingSlice:
     def grid_of(self) -> NDArray:
         return self.grid
 
+    def view(self, agent: int) -> ClientView:
+        """Client ``agent`` as this shard holds it, made on access."""
+        i = agent - self.start
+        strategy = (np.zeros(self.grid.size) if self.learner.drawn_from is None
+                    else self.learner.drawn_from[i].copy())
+        return ClientView(agent, float(self.alpha[i]), strategy,
+                          float("nan") if self.values is None else float(self.values[i]),
+                          float(self.mode[i]), float(self.reference[i]))
+
     # --- the game's pieces, from totals --------------------------------------------------------
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
         with np.errstate(divide="ignore", over="ignore"):
@@ -283,6 +292,25 @@ class PricingSlice:
         d = np.where(np.isinf(a) & np.isinf(b), 0.0, np.minimum(np.nan_to_num(d, nan=1.0), 1.0))
         return float(d.max())
 
+
+
+@dataclass(frozen=True)
+class ClientView:
+    """One client, read from its shard when asked: a shard keeps no Python object per client
+    (at 10^6 clients a ``mesa.Agent`` each would cost more than the clients' numbers).
+
+    Attributes:
+        index: the client. alpha: its private sensitivity. strategy: the mixed strategy it
+            last drew from. action: the noise level it last played. iterate: its last iterate.
+        reference: its noise level in the predicted profile.
+    """
+
+    index: int
+    alpha: float
+    strategy: NDArray
+    action: float
+    iterate: float
+    reference: float
 
 
 @dataclass
@@ -414,6 +442,10 @@ class ShardedLearningModel(Environment):
     def last_iterate(self) -> NDArray:
         """Every client's last iterate, gathered from the shards: O(agents), on request."""
         return np.concatenate(self.run_.call("iterate"))
+
+    def agent(self, index: int) -> ClientView:
+        """Client ``index``, read from the shard that owns it."""
+        return self.run_.on(self.run_.owner(index), "view", index)
 
     def distance(self) -> float:
         return self.state.rows[-1]["distance"]

@@ -191,6 +191,20 @@ class ShardedRun:
             len(pickle.dumps(r)) for r in results)
         return results
 
+    def owner(self, agent: int) -> int:
+        """The shard that owns ``agent``."""
+        for i, (start, stop) in enumerate(self.ranges):
+            if start <= agent < stop:
+                return i
+        raise ConfigError(f"agent={agent!r} is out of range: agents are 0 to "
+                          f"{self.ranges[-1][1] - 1}")
+
+    def on(self, shard: int, method: str, *args: Any) -> Any:
+        """``method(*args)`` on one shard."""
+        if self.backend != "ray":
+            return self.shards[shard].call(method, *args)
+        return self._ray.get(self.shards[shard].call.remote(method, *args))
+
     def each(self, method: str, per_shard: Sequence[Any]) -> list[Any]:
         """``method(arg_i)`` on shard ``i``."""
         if self.backend != "ray":

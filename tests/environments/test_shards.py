@@ -74,6 +74,10 @@ def test_the_shards_play_the_pricing_game():
                                                                 rel=1e-9)
         assert predicted["optimum"] == pytest.approx(game.optimum(), rel=1e-9)
         model.run(3)  # then a played profile: every client's cost of every grid action
+        client = model.agent(BLOCK + 7)  # a view, read from the shard that owns it
+        assert client.alpha == alpha[BLOCK + 7] and client.reference == reference[BLOCK + 7]
+        assert client.action == slices[1].values[7] and client.strategy.sum() == \
+            pytest.approx(1.0)
         played = np.concatenate([s.values for s in slices])
         totals = combine([s._profile_partials(s.values) for s in slices])
         costs = np.concatenate([s._costs(s.values, totals) for s in slices])
