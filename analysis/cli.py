@@ -240,7 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                               scale=args.scale, progress=True, params=overrides,
                               **_budgets(args)).summary
             if args.json:
-                print(json.dumps(summary))
+                from privgames.analysis.results import json_text
+
+                print(json_text(summary, indent=None))
             else:
                 print(f"wrote {args.out / (args.name + '.parquet')} and the summary beside it")
         elif args.command == "show":

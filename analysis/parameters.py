@@ -162,7 +162,14 @@ def _claims(experiment: Experiment, results: Path | None) -> list[str]:
     if summary_path is None or not summary_path.exists():
         return [f"  stated with their verdicts after a run: privgames run {experiment.name}, then"
                 f" privgames show {experiment.name} --out RESULTS"]
-    summary = json.loads(summary_path.read_text())
+    from privgames.analysis.results import read_json
+
+    try:
+        summary = read_json(summary_path)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, IndexError) as err:
+        raise ConfigError(f"--out {results}: {summary_path.name} cannot be read ({err}); "
+                          f"run the experiment again: privgames run {experiment.name} "
+                          f"--out {results}") from None
     out = []
     for claim in experiment.claims(summary):
         verdict, detail = claim.verdict()

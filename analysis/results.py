@@ -61,9 +61,48 @@ def to_json_value(value: Any) -> Any:
     return value
 
 
+#: Where a JSON file names the values it wrote as ``null`` because they were not finite.
+NON_FINITE = "non_finite"
+
+
+def json_text(data: dict, indent: int | None = 2) -> str:
+    """Standard JSON (no ``Infinity``, which is not JSON): an infinite value is written as
+    ``null``, and ``data["non_finite"]`` says which and why (``{"a.b": "inf"}``; NaN is
+    ``null`` already, the absence of a number). :func:`read_json` puts them back."""
+    found: dict[str, str] = {}
+
+    def finite(value: Any, path: str) -> Any:
+        if isinstance(value, dict):
+            return {k: finite(v, f"{path}.{k}" if path else k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [finite(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        if isinstance(value, float) and math.isinf(value):
+            found[path] = "inf" if value > 0 else "-inf"
+            return None
+        return value
+
+    plain = finite(to_json_value(data), "")
+    if found:
+        plain[NON_FINITE] = found
+    return json.dumps(plain, indent=indent, allow_nan=False)
+
+
+def read_json(path: Path) -> dict:
+    """A JSON file written by :func:`write_json`, with its infinite values restored."""
+    data = json.loads(Path(path).read_text())
+    for where, kind in data.pop(NON_FINITE, {}).items():
+        keys = where.replace("]", "").replace("[", ".").split(".")
+        node = data
+        for key in keys[:-1]:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        last = keys[-1]
+        node[int(last) if isinstance(node, list) else last] = float(kind)
+    return data
+
+
 def write_json(data: dict, path: Path) -> None:
-    """Write ``data`` as indented JSON, atomically."""
-    write_text(json.dumps(to_json_value(data), indent=2, sort_keys=False) + "\n", path)
+    """Write ``data`` as indented standard JSON (:func:`json_text`), atomically."""
+    write_text(json_text(data) + "\n", path)
 
 
 def write_text(text: str, path: Path) -> None:

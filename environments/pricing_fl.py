@@ -53,7 +53,7 @@ class PricingConfig:
 
     Attributes:
         N: clients (>= 2).
-        alpha: the clients' sensitivities (N numbers in [0, 1]); ``None`` draws them from a
+        alpha: the clients' sensitivities (N numbers in (0, 1)); ``None`` draws them from a
             normal with ``alpha_mean`` and ``alpha_std``, clipped to ``[alpha_floor,
             1 - alpha_floor]`` (the first-order conditions need ``alpha`` inside (0, 1)).
         alpha_mean, alpha_std: mean and standard deviation of the drawn sensitivities.
@@ -114,8 +114,8 @@ class PricingConfig:
         check_int("N", self.N, 2)
         if self.alpha is not None:
             values = check_reals("alpha", self.alpha, 0.0)
-            for i, v in enumerate(values):
-                check_real(f"alpha[{i}]", v, 0.0, 1.0)
+            for i, v in enumerate(values):  # at 0 or 1 a client's choice is degenerate
+                check_real(f"alpha[{i}]", v, 0.0, 1.0, low_open=True, high_open=True)
             if len(values) != self.N:
                 raise ConfigError(f"alpha has {len(values)} entries: it must have N={self.N}")
             object.__setattr__(self, "alpha", values)

@@ -131,7 +131,11 @@ def _interval(low: float, high: float | None, low_closed: bool, high_closed: boo
 def check_grid(grid: object) -> np.ndarray:
     """An action grid: a non-empty 1-d array of distinct numbers, each finite or ``inf`` (the
     opt-out, where a game has one: infinite noise), in increasing order."""
-    g = np.asarray(grid, dtype=float)
+    try:
+        g = np.asarray(grid, dtype=float)
+    except (TypeError, ValueError):
+        raise ConfigError(f"grid={grid!r} is not allowed: grid must be a non-empty list of "
+                          "numbers") from None
     if g.ndim != 1 or g.size == 0:
         raise ConfigError(f"grid={grid!r} is not allowed: grid must be a non-empty list of "
                           "numbers")

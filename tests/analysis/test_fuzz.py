@@ -136,5 +136,44 @@ def test_every_experiment_gets_malformed_input():
     for name in NAMES:
         assert {key for n, key in EVERY_PARAMETER if n == name} == set(
             experiments.get(name).parameters())
-    lines = 120 + 60 + 2 * len(EVERY_PARAMETER) + 6 + 4
+    lines = 120 + 60 + 2 * len(EVERY_PARAMETER) + 6 + 4 + 5 + 1
     print(f"fuzz: {lines} command lines")
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "pricing-fl", "--set", "N=3", "--set", "alpha=[0,0,0]"],
+    ["run", "pricing-fl", "--set", "N=2", "--set", "alpha=[1,1]"],
+    ["run", "learning-dynamics", "--set", 'grid=["a","b"]'],
+    ["run", "apes", "--set", "backend=ray", "--set", "rounds=2"],
+    ["query", ""],
+])
+def test_the_reported_tracebacks_are_one_line(args, tmp_path, capsys):
+    """Issue 32's inputs that raised a traceback (or started Ray with --workers 0)."""
+    with time_limit(TIME_LIMIT):
+        rc = main([*args, "--out", str(tmp_path), *(["--workers", "0"] if args[0] == "run"
+                                                    else [])])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("privgames: error:"), err
+
+
+def test_show_with_a_corrupt_summary_is_one_line(tmp_path, capsys):
+    (tmp_path / "apes.summary.json").write_text("{bad")
+    assert main(["show", "apes", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "apes.summary.json cannot be read" in err[0]
+
+
+def test_summaries_are_standard_json_and_keep_their_infinities(tmp_path):
+    from privgames.analysis.results import read_json, write_json
+
+    data = {"a": float("inf"), "b": {"c": [1.0, float("-inf")]}, "d": float("nan"), "e": 2}
+    write_json(data, tmp_path / "s.json")
+    text = (tmp_path / "s.json").read_text()
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    strict = json.loads(text, parse_constant=refuse)
+    assert strict["a"] is None and strict["non_finite"] == {"a": "inf", "b.c[1]": "-inf"}
+    back = read_json(tmp_path / "s.json")
+    assert back == {"a": float("inf"), "b": {"c": [1.0, float("-inf")]}, "d": None, "e": 2}
