@@ -256,7 +256,12 @@ class Hedge(GridLearner):
         self.cumulative += costs
 
     def regret_bound(self, T: int) -> float | None:
-        return math.sqrt(T * math.log(self.m) / 2.0)
+        """``ln m / eta + eta T / 8``: Hedge's bound with a fixed step, valid at every round
+        ``T`` (Freund and Schapire 1997; Cesa-Bianchi and Lugosi, Theorem 2.2). With the
+        default step it is ``sqrt(T ln m / 2)`` at the horizon only: before it, the
+        horizon-tuned step pays ``ln m / eta`` in full (the per-round curve
+        ``sqrt(t ln m / 2)`` did not hold before the last round)."""
+        return math.log(self.m) / self.eta + self.eta * T / 8.0
 
 
 class EXP3(GridLearner):
@@ -282,7 +287,10 @@ class EXP3(GridLearner):
         self.estimates[played] += costs / self.drawn_from[played]
 
     def regret_bound(self, T: int) -> float | None:
-        return math.sqrt(2.0 * T * self.m * math.log(self.m))
+        """``ln m / eta + eta m T / 2``: EXP3's expected-regret bound with a fixed step, at
+        every round ``T`` (Bubeck and Cesa-Bianchi 2012, Theorem 3.1, losses in ``[0, 1]``);
+        with the default step, ``sqrt(2 T m ln m)`` at the horizon."""
+        return math.log(self.m) / self.eta + self.eta * self.m * T / 2.0
 
 
 class RegretMatching(GridLearner):

@@ -43,8 +43,40 @@ def test_full_information_regret_stays_within_the_bound_on_adversarial_costs(kin
     regret = _expected_regret(learner, costs)
     bound = learner.regret_bound(T)
     assert regret.max() <= bound
-    if kind is Hedge:
-        assert bound == pytest.approx(math.sqrt(T * math.log(m) / 2))  # sqrt(ln m/(2T)) per round
+    if kind is Hedge:  # at the horizon the tuned step gives the textbook sqrt(T ln m / 2)
+        assert bound == pytest.approx(math.sqrt(T * math.log(m) / 2))
+
+
+@pytest.mark.parametrize("kind", [Hedge, EXP3])
+def test_the_bound_is_the_fixed_step_formula_at_every_round(kind):
+    """Written out: ``ln m / eta + eta t / 8`` (Hedge), ``ln m / eta + eta m t / 2`` (EXP3),
+    for the default step and a given one."""
+    T, m = 300, 6
+    for eta in (None, 0.05):
+        learner = kind(np.arange(m, dtype=float), 1, T, "full" if kind is Hedge else "bandit",
+                       eta=eta)
+        e = learner.eta if eta is None else eta
+        for t in (1, 17, T, 3 * T):
+            written = math.log(m) / e + e * t * (1 / 8 if kind is Hedge else m / 2)
+            assert learner.regret_bound(t) == pytest.approx(written, rel=1e-12)
+
+
+def test_hedges_regret_stays_within_its_bound_at_every_round():
+    """The bound holds at every round, not only at the horizon the step is tuned to; the old
+    per-round curve ``sqrt(t ln m / 2)`` is crossed early on the same costs."""
+    T, n, m = 400, 50, 7
+    costs = _adversarial(T, n, m, np.random.default_rng(3))
+    costs[:, 0] = np.where(np.arange(m) == 0, 0.0, 1.0)  # one agent: one action always best
+    learner = Hedge(np.arange(m, dtype=float), n, T)
+    mixed, totals, regrets = np.zeros(n), np.zeros((n, m)), []
+    for c in costs:
+        mixed += np.einsum("nm,nm->n", learner.probabilities(), c)
+        learner.observe(c)
+        totals += c
+        regrets.append((mixed - totals.min(axis=1)).max())
+    rounds = np.arange(1, T + 1)
+    assert all(r <= learner.regret_bound(t) for r, t in zip(regrets, rounds, strict=True))
+    assert any(r > math.sqrt(t * math.log(m) / 2) for r, t in zip(regrets, rounds, strict=True))
 
 
 def test_hedge_shift_and_scale_of_full_costs_is_the_learners_business():
@@ -59,16 +91,17 @@ def test_hedge_shift_and_scale_of_full_costs_is_the_learners_business():
 
 
 def test_hedge_with_a_larger_step_than_the_bound_assumes_can_exceed_it():
-    """The bound is tied to the step size, so the test above can fail: on the sequence that
-    punishes follow-the-leader ((1/2, 0), then (0, 1) and (1, 0) in turn) a greedy step pays
-    about T/2, the standard step stays within its bound."""
+    """The bound is tied to the step size: on the sequence that punishes follow-the-leader
+    ((1/2, 0), then (0, 1) and (1, 0) in turn) a greedy step pays about T/2, beyond the
+    standard step's bound, which the standard step keeps."""
     T = 400
     costs = np.array([[[0.5, 0.0]]] + [[[0.0, 1.0]] if t % 2 else [[1.0, 0.0]]
                                        for t in range(1, T)])
     greedy = Hedge([0.0, 1.0], 1, T, eta=50.0)
-    assert _expected_regret(greedy, costs)[0] > greedy.regret_bound(T)
     standard = Hedge([0.0, 1.0], 1, T)
+    assert _expected_regret(greedy, costs)[0] > standard.regret_bound(T)
     assert _expected_regret(standard, costs)[0] <= standard.regret_bound(T)
+    assert greedy.regret_bound(T) > T / 2  # its own bound says so: eta T / 8 with eta = 50
 
 
 def test_exp3_expected_regret_within_its_bound_over_seeds():

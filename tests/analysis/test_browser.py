@@ -170,6 +170,7 @@ def test_a_bad_value_shows_the_configs_message_and_nothing_crashes(server, page)
     message = page.get_by_text(re.compile(r"privgames: error: subsequences=10 is out of range"))
     message.wait_for()
     assert "[1, 2]" in message.inner_text()
+    assert page.get_by_text(re.compile("subsequences=10 is out of range")).count() == 1  # once
     page.get_by_role("button", name="Step").click()  # stepping a refused model changes nothing
     page.get_by_text("Step: 1", exact=True).wait_for()
     assert message.is_visible()
