@@ -7,11 +7,14 @@ K=20 --seed 0 --workers 0`` does, returning a :class:`Result` instead of printin
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from privgames.analysis import experiments as registry
@@ -46,6 +49,51 @@ class Result:
         return self.experiment.plot(self.rows)
 
 
+def _arguments(seed: Any, workers: Any, scale: Any, out: Any, max_memory: Any,
+               max_work: Any) -> tuple:
+    """:func:`run`'s own arguments, checked as the command line checks its options."""
+    from privgames.analysis.cli import MAX_WORKERS, _output_folder
+    from privgames.environments.config import ConfigError
+
+    def integer(value: Any) -> bool:
+        return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+    if not integer(seed) or seed < 0:
+        raise ConfigError(f"seed={seed!r} is out of range: seed must be an integer >= 0")
+    if workers not in ("auto", None) and not (integer(workers) and 0 <= workers <= MAX_WORKERS):
+        raise ConfigError(f"workers={workers!r} is out of range: workers must be 'auto', None "
+                          f"or an integer in [0, {MAX_WORKERS}]")
+    if scale not in ("quick", "paper"):
+        raise ConfigError(f"scale={scale!r} is not allowed: scale must be one of quick, paper")
+    if isinstance(max_memory, str):
+        max_memory = guard.parse_size(max_memory)
+    budgets = []
+    for label, value in (("max_memory", max_memory), ("max_work", max_work)):
+        try:
+            value = None if value is None else float(value)
+        except (TypeError, ValueError):
+            value = math.nan
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise ConfigError(f"{label}={value!r} is out of range: {label} must be > 0")
+        budgets.append(value)
+    folder = None if out is None else _output_folder(Path(out))
+    return int(seed), workers if workers in ("auto", None) else int(workers), folder, *budgets
+
+
+def _plain(value: Any) -> Any:
+    """A parameter as the command line would give it: numpy arrays and numbers become lists
+    and numbers, paths strings."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def experiments() -> list[str]:
     """Names of every registered experiment (including third-party ones)."""
     return [e.name for e in registry.all_experiments()]
@@ -54,7 +102,7 @@ def experiments() -> list[str]:
 def run(name: str, *, seed: int = 0, workers: int | str | None = "auto",
         address: str | None = None,
         out: str | Path | None = None, scale: str = "quick", progress: bool = False,
-        params: Mapping[str, Any] | None = None, max_memory: float | None = None,
+        params: Mapping[str, Any] | None = None, max_memory: float | str | None = None,
         max_work: float | None = None, **overrides: Any) -> Result:
     """Run experiment ``name`` with parameter overrides ``params``.
 
@@ -71,14 +119,18 @@ def run(name: str, *, seed: int = 0, workers: int | str | None = "auto",
         progress: show a progress bar on stderr.
         params: overrides of the experiment's parameters as a mapping (as ``--set`` on the
             CLI; needed for a parameter whose name is one of this function's arguments).
-        max_memory, max_work: budgets in bytes and operations (``privgames.analysis.guard``);
-            a run estimated to pass one is refused before it starts.
+        max_memory, max_work: budgets in bytes (or a size such as ``"4G"``) and operations
+            (``privgames.analysis.guard``); a run estimated to pass one is refused before it
+            starts. Every bad argument raises ``ConfigError`` naming it, before anything runs.
         **overrides: the same, as keywords.
     """
     from privgames.analysis.sweep import remove_if_empty, sweep
 
+    seed, workers, out, max_memory, max_work = _arguments(seed, workers, scale, out,
+                                                          max_memory, max_work)
     experiment = registry.get(name)
-    resolved = experiment.resolve({**(params or {}), **overrides}, scale)
+    given = {k: _plain(v) for k, v in {**(params or {}), **overrides}.items()}
+    resolved = experiment.resolve(given, scale)
     guard.check(experiment, resolved, workers, max_memory, max_work)
     parts = None if out is None else Path(out) / ".parts" / name
     rows = sweep(experiment, resolved, seed, workers, address, parts, progress)

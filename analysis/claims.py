@@ -104,7 +104,7 @@ class Claim:
         """The claim as a report row."""
         verdict, detail = self.verdict()
         return {"claim": self.claim, "paper": _fmt(self.paper), "measured": _fmt(self.measured),
-                "± SE": _fmt(self.se), "verdict": f"**{verdict}**", "detail": detail}
+                "± SE": _fmt(self.se), "verdict": verdict, "detail": detail}
 
 
 EQ3_ERRATUM = ("eq (3), eq (30): eq (3) holds only for epsilon < 1; `measured` is the exact "

@@ -22,7 +22,7 @@ from privgames.environments.config import ConfigError
 MAX_WORKERS = 4096
 
 
-class UsageError(Exception):
+class UsageError(ConfigError):
     """A command line that cannot be run."""
 
 

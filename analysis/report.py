@@ -61,7 +61,7 @@ def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | str
 
 
 def _counts(claims: pd.DataFrame) -> dict[str, int]:
-    found = Counter(v.strip("*") for v in claims["verdict"])
+    found = Counter(claims["verdict"])
     return {v: found.get(v, 0) for v in VERDICTS}
 
 
@@ -71,7 +71,7 @@ def _summary(tally: list[tuple[str, str, pd.DataFrame, float]]) -> str:
     for paper, name, claims, seconds in tally:
         counts = _counts(claims)
         per_paper.setdefault(paper, Counter()).update(counts)
-        failed = "; ".join(claims.loc[claims["verdict"] == "**fails**", "claim"].str.split(":")
+        failed = "; ".join(claims.loc[claims["verdict"] == "fails", "claim"].str.split(":")
                            .str[0])
         lines.append({"paper": paper, "experiment": name, **counts, "failing claims": failed,
                       "wall time (s)": round(seconds, 1)})
@@ -84,7 +84,8 @@ def _summary(tally: list[tuple[str, str, pd.DataFrame, float]]) -> str:
 def _section(e: registry.Experiment, summary: dict, claims: pd.DataFrame,
              figure: str | None) -> str:
     lines = [f"## {e.name}\n", f"{e.description} (paper: `{e.source}`)\n", "### Claims\n"]
-    lines.append(claims.to_markdown(index=False) if not claims.empty else
+    lines.append(claims.assign(verdict="**" + claims["verdict"] + "**").to_markdown(index=False)
+                 if not claims.empty else
                  "No printed claim is tested here: the experiment explores the model.")
     scalars = {k: v for k, v in summary.items()
                if k not in ("table", "parameters", "experiment") and not isinstance(v, dict)}

@@ -39,7 +39,7 @@ def test_one_user_per_subsequence_is_ldp_and_not_held_against_the_chain():
                                      table.loc[(6, "ldp"), "mse_se"])
     assert result.summary["chained_below_ldp"]
     claims = result.claims()
-    assert (claims.loc[claims["claim"].str.contains("below LDP"), "verdict"] == "**holds**").all()
+    assert (claims.loc[claims["claim"].str.contains("below LDP"), "verdict"] == "holds").all()
 
 
 def test_properties_are_measured(tmp_path):
@@ -77,7 +77,7 @@ def test_reproduce_writes_figures_and_a_report_with_verdicts(tmp_path):
     sections = body.split("\n## ")
     papers = "\n".join(x for x in sections if not x.startswith("learning-dynamics"))
     # every failure of a paper's claim is explained; learning-dynamics judges our learners
-    assert papers.count("**fails**") == papers.count("see errata")
+    assert papers.count("fails") == papers.count("see errata")
     assert len(papers) < len(body)  # the learning-dynamics section was found and set apart
     assert "Predicted (eq 9) vs measured MSE" not in report
 

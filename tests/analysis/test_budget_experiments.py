@@ -85,7 +85,7 @@ def test_collusion_matches_the_budgets_and_random_arrangement_protects():
     assert s["max_abs_z"] <= 3.5  # family-wise threshold for 4 comparisons
     assert s["protection_gain"]["geo/random"] > 2
     verdicts = r.claims()["verdict"]
-    assert (verdicts != "**fails**").all()
+    assert (verdicts != "fails").all()
 
 
 def test_analysts_reach_the_offline_best_per_task():

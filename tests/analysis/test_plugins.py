@@ -49,4 +49,4 @@ def test_plugin_claims_hold_through_the_python_api(plugin_path, tmp_path):
                          env={**os.environ, "PYTHONPATH": str(plugin_path)}, cwd=tmp_path,
                          timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "['**holds**', '**holds**']"
+    assert out.stdout.strip() == "['holds', 'holds']"

@@ -32,7 +32,7 @@ def test_opted_out_clients_are_infinity_in_json(tmp_path):
 
 def test_mle_verdicts_name_the_errata():
     claims = privgames.run("pricing-fl", seed=0, workers=0, populations=1).claims()
-    failing = claims[claims["verdict"] == "**fails**"]
+    failing = claims[claims["verdict"] == "fails"]
     assert len(failing) >= 2 and failing["detail"].str.contains("errata").all()
 
 
