@@ -160,10 +160,11 @@ class PageModel(mesa.Model):
     def step(self) -> None:
         """One round of the environment (nothing while the inputs are refused); the page stops
         when the environment settles or ends."""
-        if self.env is None:
+        if self.env is None or not self.running:
             return
         self.env.step()
-        self.running = self.env.running and self.env.rounds_left() > 0
+        self.running = (self.env.running and self.env.rounds_left() > 0
+                        and not getattr(self.env, "ended", False))
 
     @classmethod
     def of(cls, page: Page) -> type[PageModel]:
@@ -251,9 +252,11 @@ def sar_agents(env: SARModel) -> Figure:
     coalition reconstructed orange, the others green; users who opted out are listed."""
     fig, ax = _figure()
     attack = env.attack
-    if attack is None:  # before the first round: every user in one row, nobody attacked yet
+    if attack is None:  # before the first round, or after the last: nobody is attacked
         ax.imshow(np.zeros((1, env.config.K)), cmap="Greens", vmin=0, vmax=1, aspect="auto")
-        ax.set(xlabel="user", yticks=[], title=f"{env.config.K} users before round 1: press Step")
+        title = (f"round {env.steps}: fewer than 3 participants left, the run has ended"
+                 if env.ended else f"{env.config.K} users before round 1: press Step")
+        ax.set(xlabel="user", yticks=[], title=title)
         return fig
     order, colluding, success = attack["order"], attack["colluding"], attack["success"]
     broken = np.zeros(colluding.size, dtype=bool)[None].repeat(order.shape[0], axis=0)

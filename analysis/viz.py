@@ -94,6 +94,8 @@ def _readings(model: PageModel) -> Any:
     config = model.env.config
     inputs = ", ".join(f"{name}={getattr(config, name)}" for name in model.page.inputs)
     with solara.Column() as column:
+        if not model.running:
+            solara.Warning("This run has ended: nothing changes any more. Reset starts again.")
         Table([model.page.title, "value"],
               [(label, format_reading(value))
                for label, value in model.page.readings(model.env).items()])

@@ -526,6 +526,7 @@ class SARModel(Environment):
         self.slices, self.sizes = _slice_index(c.d, c.N)
         self.round_stats: dict[str, float] = {}
         self.attack: dict[str, NDArray] | None = None
+        self.ended = False  # fewer than three participants are left
         self.datacollector = mesa.DataCollector(model_reporters={
             key: (lambda m, key=key: m.round_stats[key])
             for key in ("participants", "success_rate", "exposed_fraction", "p_estimate",
@@ -540,6 +541,8 @@ class SARModel(Environment):
                  if len(participants) else math.nan}
         if len(participants) >= 3:
             stats.update(self._play(participants))
+        else:  # Protocol 2 needs three participants: nothing happens from now on
+            self.attack, self.ended = None, True
         self.round_stats = stats
         self.datacollector.collect(self)
 

@@ -132,6 +132,24 @@ def test_the_sar_page_judges_attacks_at_the_users_still_taking_part():
     assert page.readings(model.env)["eq (31)/(32)"] == expected["failure_probability"]
 
 
+def test_a_sar_run_whose_users_left_says_it_ended_and_stops():
+    """Issue 30: with the strong attacker everyone but a few users leaves within rounds; the
+    page must not keep showing the last attacked round's chains, nor keep stepping."""
+    page = PAGES["sar"]
+    model = PageModel.of(page)(**{**page.defaults(), "attacker": "strong"})
+    for _ in range(page.fixed.get("rounds", 100)):
+        if not model.running:
+            break
+        model.step()
+    assert not model.running and model.env.ended
+    assert model.env.round_stats["participants"] < 3 and model.env.attack is None
+    steps = model.env.steps
+    model.step()  # stepping an ended run changes nothing
+    assert model.env.steps == steps
+    title = page.agents(model.env).axes[0].get_title()
+    assert title == f"round {steps}: fewer than 3 participants left, the run has ended"
+
+
 def test_the_command_line_knows_every_page():
     """``privgames viz`` lists the pages without importing them: the lists must agree."""
     from privgames.analysis.cli import PAGE_ROUTES
