@@ -41,8 +41,10 @@ def one(agents: int, shards: int, rounds: int, probe: int) -> dict:
            "round_s": per_round,
            "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if shards:
-        out.update({"shard_rss_mb": [r / 2**20 for r in model.run_.rss()],
+        late = model.run_.rss()
+        out.update({"shard_rss_mb": [r / 2**20 for r in late],
                     "shard_rss_mb_early": [r / 2**20 for r in early],
+                    "shard_growth": max(b / a for a, b in zip(early, late, strict=True)),
                     "bytes_per_round": (model.run_.exchanged - exchanged) / (rounds - probe)})
     model.close()
     return out

@@ -120,3 +120,17 @@ def test_pages_benchmark():
     assert _finite(report["start_s"], *report["redraw_s"].values())
     assert set(report["redraw_s"]) == {"bas", "sar", "ppsp", "pricing", "kmeans", "apes",
                                        "learning"}
+
+
+@pytest.mark.ray
+def test_shards_benchmark():
+    """One population over Ray shards reports its time, memory and bytes per round; the
+    shards' memory does not grow with the rounds."""
+    report = _report("bench_shards.py")
+    rows = report["table"]
+    assert {(r["agents"], r["shards"]) for r in rows} == {(3000, 0), (3000, 1), (3000, 2)}
+    for r in rows:
+        assert _finite(r["round_s"], r["driver_peak_rss_mb"])
+        if r["shards"]:
+            assert len(r["shard_rss_mb"]) == r["shards"] and r["bytes_per_round"] > 0
+            assert max(r["shard_rss_mb"]) <= 1.1 * max(r["shard_rss_mb_early"])
