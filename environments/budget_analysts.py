@@ -95,13 +95,16 @@ class AnalystConfig:
 
     def footprint(self) -> Footprint:
         """k-means: one workload per analyst holds ``(analysts, points)`` labels; sums: the
-        noise block. Work: draws or point-centroid distances over all rounds."""
+        noise block; and the ``(rounds, analysts)`` choices. Work: draws or point-centroid
+        distances over all rounds."""
         size = load_points(self.data)[0].shape[0] * (self.k or 8) if self.task == "kmeans" \
             else 1
         per = float(self.N) * size
         runs = self.analysts * self.rounds + len(self.strategies) * self.offline_repetitions
-        return Footprint(8.0 * max(self.analysts, self.offline_repetitions) * per / max(
-            self.N, 1) + 1e6, runs * per, "analysts")
+        workload = 8.0 * max(self.analysts, self.offline_repetitions) * per / max(self.N, 1)
+        choices = 8.0 * self.rounds * self.analysts  # every round's choice, kept for the rows
+        return Footprint(workload + choices + 1e6, runs * per,
+                         "rounds" if choices > workload else "analysts")
 
 
 class AnalystModel(Environment):

@@ -22,6 +22,7 @@ longer anticipates the followers, as in Theorem 1's subgame-perfect NE), so both
 from __future__ import annotations
 
 import math
+import warnings
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -86,7 +87,13 @@ class GridGame(ABC):
                 lo = np.fmin(lo, np.nanmin(finite, axis=1, initial=np.inf))
                 hi = np.fmax(hi, np.nanmax(finite, axis=1, initial=-np.inf))
             samples.append(np.where(on, self.realized(middle, rng), np.nan))
-        with np.errstate(invalid="ignore"):
+        unseen = ~np.isfinite(lo)  # a row whose type never came up in the draws (a rare type):
+        if unseen.any():  # its costs at the middle all the same, as the theory defines them
+            c = np.where(np.isfinite(self.costs(middle)), self.costs(middle), np.nan)[unseen]
+            lo[unseen] = np.nanmin(c, axis=1, initial=np.inf)
+            hi[unseen] = np.nanmax(c, axis=1, initial=-np.inf)
+        with warnings.catch_warnings():  # a row that never played has no deviation: 0
+            warnings.simplefilter("ignore", RuntimeWarning)
             sd = np.nan_to_num(np.nanstd(samples, axis=0))
         span = np.maximum(hi - lo, 1e-12 * np.maximum(np.abs(hi), 1e-300))
         return span, lo - 3.0 * sd, np.maximum(hi + 3.0 * sd, lo - 3.0 * sd + span)
@@ -632,7 +639,8 @@ class BayesPricingGame(GridGame):
         """The largest interim gain of a row's deviation (0 at a BNE of the grid game)."""
         interim = self.interim_costs(values)
         gain = self._own(values, interim) - interim.min(axis=1)
-        return float(np.max(gain / np.asarray(scale, dtype=float)))
+        with np.errstate(over="ignore"):  # a gain beyond 1e308 spans is inf
+            return float(np.max(gain / np.asarray(scale, dtype=float)))
 
     def social_cost(self, values: NDArray) -> float:
         """The expected ``sum_i J_i`` (prices are transfers) over the type profiles."""

@@ -136,7 +136,7 @@ def test_every_experiment_gets_malformed_input():
     for name in NAMES:
         assert {key for n, key in EVERY_PARAMETER if n == name} == set(
             experiments.get(name).parameters())
-    lines = 120 + 60 + 2 * len(EVERY_PARAMETER) + 6 + 4 + 5 + 1
+    lines = 120 + 60 + 2 * len(EVERY_PARAMETER) + 6 + 4 + 6 + 1 + 1
     print(f"fuzz: {lines} command lines")
 
 
@@ -146,6 +146,7 @@ def test_every_experiment_gets_malformed_input():
     ["run", "learning-dynamics", "--set", 'grid=["a","b"]'],
     ["run", "apes", "--set", "backend=ray", "--set", "rounds=2"],
     ["query", ""],
+    ["run", "budget-analysts", "--set", "rounds=1000000000"],
 ])
 def test_the_reported_tracebacks_are_one_line(args, tmp_path, capsys):
     """Issue 32's inputs that raised a traceback (or started Ray with --workers 0)."""
@@ -177,3 +178,18 @@ def test_summaries_are_standard_json_and_keep_their_infinities(tmp_path):
     assert strict["a"] is None and strict["non_finite"] == {"a": "inf", "b.c[1]": "-inf"}
     back = read_json(tmp_path / "s.json")
     assert back == {"a": float("inf"), "b": {"c": [1.0, float("-inf")]}, "d": None, "e": 2}
+
+
+def test_a_rare_type_gets_its_cost_scale(tmp_path, capsys):
+    """``p_low=0.02``: a client row whose type never came up while the scales were read got an
+    infinite span; its span now comes from its interim costs, and the run finishes."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no warning reaches the terminal
+        rc = main(["run", "learning-dynamics", "--set", "game=pricing-bayes", "--set",
+                   "p_low=0.02", "--set", "learner=hedge", "--set", "rounds=30", "--set",
+                   "populations=1", "--workers", "0", "--out", str(tmp_path), "--json"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err[-500:]
+    assert json.loads(out.out)["rounds"] == 30
