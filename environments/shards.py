@@ -143,6 +143,12 @@ class Shard:
         with open(path, "rb") as f:
             self.slice = pickle.load(f)
 
+    def node(self) -> str:
+        """The Ray node this shard runs on (``local`` outside Ray)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
+
     def rss(self) -> int:
         """This process's resident memory now, bytes (Linux)."""
         with open("/proc/self/statm") as f:
@@ -252,6 +258,12 @@ class ShardedRun:
         self._ray.get([s.load.remote(p) for s, p in zip(self.shards, paths, strict=True)])
         self.restores += 1
         return round_
+
+    def nodes(self) -> list[str]:
+        """The node of each shard (``local`` in process)."""
+        if self.backend == "ray":
+            return self._ray.get([s.node.remote() for s in self.shards])
+        return ["local"] * len(self.shards)
 
     def rss(self) -> list[int]:
         """Each shard's resident memory (Ray: its actor process; in process: the driver's)."""

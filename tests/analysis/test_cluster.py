@@ -90,6 +90,27 @@ def test_one_sharded_population_spans_the_cluster_with_the_local_rows(cluster, t
     pd.testing.assert_frame_equal(rows, local_rows, check_exact=True)
 
 
+SHARDS_ON_NODES = """
+import sys
+from privgames.environments.learning_dynamics import LearningConfig
+from privgames.environments.learning_shards import ShardedLearningModel
+from privgames.environments.ray_session import ensure_ray
+ensure_ray(address=sys.argv[1])
+config = LearningConfig(game="pricing", agents=4100, rounds=5, backend="ray", shards=4)
+model = ShardedLearningModel(config, 0).run()
+print(len(set(model.run_.nodes())))
+model.close()
+"""
+
+
+def test_the_shards_are_spread_over_the_nodes(cluster, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-c", SHARDS_ON_NODES, cluster], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "2"
+
+
 def test_a_local_run_beside_a_ray_start_cluster_stays_local(tmp_path):
     """Another user's ``ray start`` writes ``/tmp/ray/ray_current_cluster``; Ray's default
     ``ray.init()`` joins whatever it names. A privgames run without ``--address`` must start

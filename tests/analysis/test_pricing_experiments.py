@@ -23,11 +23,18 @@ def test_pricing_fl_contract(tmp_path, capsys):
     assert abs(s["mean_net_payment"]) < 3 * s["mean_net_payment_se"]
 
 
-def test_opted_out_clients_are_infinity_in_json(tmp_path):
+def test_opted_out_clients_are_named_infinities_in_standard_json(tmp_path):
+    from privgames.analysis.results import read_json
+
     s = privgames.run("pricing-fl", seed=0, workers=0, out=tmp_path, populations=1).summary
     assert s["learned_sigma"].count(float("inf")) == len(s["learned_sigma"]) - 1
-    text = (tmp_path / "pricing-fl.summary.json").read_text()
-    assert "Infinity" in text
+    path = tmp_path / "pricing-fl.summary.json"
+    text = path.read_text()
+    assert "Infinity" not in text  # not JSON: a null, and the reason beside it
+    opted = [k for k, v in json.loads(text)["non_finite"].items()
+             if k.startswith("learned_sigma[")]
+    assert len(opted) == len(s["learned_sigma"]) - 1
+    assert read_json(path)["learned_sigma"] == s["learned_sigma"]
 
 
 def test_mle_verdicts_name_the_errata():
