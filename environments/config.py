@@ -3,7 +3,9 @@ re-exported for environments and plugins) and each population's :class:`Footprin
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from privgames.mechanisms.validation import (
     Allowed,
@@ -35,3 +37,15 @@ class Footprint:
     peak_bytes: float
     work: float
     driver: str
+
+    @classmethod
+    def of(cls, config: Any, terms: list[tuple[tuple[str, ...], float]],
+           work: float) -> Footprint:
+        """The footprint whose memory is the sum of ``terms``: each the bytes of arrays sized
+        by the product of some parameters. The refusal names the largest term's parameter
+        that the user raised most above its default (``agents x rounds`` at 10x the default
+        agents names ``agents``, at 10x the default rounds ``rounds``)."""
+        names, _ = max(terms, key=lambda t: t[1])
+        defaults = {f.name: f.default for f in dataclasses.fields(config)}
+        driver = max(names, key=lambda n: float(getattr(config, n)) / float(defaults[n]))
+        return cls(sum(b for _, b in terms), work, driver)

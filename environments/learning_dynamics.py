@@ -131,8 +131,10 @@ class LearningConfig:
             return self._shard_footprint()
         rows = self.agents * (2 if bayes else 1)
         cells = float(rows) * self.grid_points * (2 if bayes else 1)
-        peak = 80.0 * cells + 9.0 * rows * self.rounds + 2000.0 * rows + (8e6 if bayes else 0)
-        return Footprint(peak, 30.0 * cells * self.rounds * (5 if bayes else 1), "agents")
+        return Footprint.of(self, [(("agents", "grid_points"), 80.0 * cells),
+                                   (("agents", "rounds"), 9.0 * rows * self.rounds),
+                                   (("agents",), 2000.0 * rows + (8e6 if bayes else 0))],
+                            30.0 * cells * self.rounds * (5 if bayes else 1))
 
     def _shard_footprint(self) -> Footprint:
         """With ``backend=ray``, the largest shard's arrays (about nine ``agents/shards x

@@ -105,10 +105,11 @@ class PricingConfig:
     def footprint(self) -> Footprint:
         """The best-response grid ``(161, N)``, the agents and their per-round records, the
         payment draws ``(replications, N)``. Work: cost evaluations."""
-        peak = (8.0 * 161 * self.N * 4 + 3000.0 * self.N + 100.0 * self.rounds * self.N
-                + 24.0 * self.replications * self.N)
         work = self.rounds * self.N * 450.0 + self.replications * self.N
-        return Footprint(peak, work, "N")
+        return Footprint.of(self, [(("N",), 8.0 * 161 * self.N * 4 + 3000.0 * self.N),
+                                   (("rounds", "N"), 100.0 * self.rounds * self.N),
+                                   (("replications", "N"), 24.0 * self.replications * self.N)],
+                            work)
 
     def __post_init__(self) -> None:
         check_int("N", self.N, 2)

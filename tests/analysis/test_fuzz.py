@@ -136,7 +136,7 @@ def test_every_experiment_gets_malformed_input():
     for name in NAMES:
         assert {key for n, key in EVERY_PARAMETER if n == name} == set(
             experiments.get(name).parameters())
-    lines = 120 + 60 + 2 * len(EVERY_PARAMETER) + 6 + 4 + 6 + 1 + 1
+    lines = 120 + 60 + 2 * len(EVERY_PARAMETER) + 6 + 4 + 6 + 1 + 1 + 5
     print(f"fuzz: {lines} command lines")
 
 
@@ -193,3 +193,16 @@ def test_a_rare_type_gets_its_cost_scale(tmp_path, capsys):
     out = capsys.readouterr()
     assert rc == 0, out.err[-500:]
     assert json.loads(out.out)["rounds"] == 30
+
+
+@pytest.mark.parametrize("name, raised", [
+    ("learning-dynamics", "rounds=1000000000"), ("learning-dynamics", "grid_points=100000000"),
+    ("learning-dynamics", "agents=100000000"), ("pricing-fl", "rounds=1000000000"),
+    ("pricing-fl", "N=100000000"),
+])
+def test_the_memory_guard_names_the_parameter_the_user_raised(name, raised, tmp_path, capsys):
+    assert main(["run", name, "--set", raised, "--workers", "0", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    key = raised.split("=")[0]
+    assert len(err) == 1 and err[0].startswith(f"privgames: error: {raised} needs about")
+    assert err[0].endswith(f"lower {key}")
