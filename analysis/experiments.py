@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import itertools
+import json
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -184,6 +185,10 @@ class Experiment:
         for name, v in zip(names, values, strict=True):
             if len(v) == 0:
                 raise ConfigError(f"{name}=[] is empty: give at least one value")
+            seen = [json.dumps(x, sort_keys=True, default=str) for x in v]
+            if len(set(seen)) < len(seen):  # two populations would be pooled under one key
+                raise ConfigError(f"{name}={list(v)!r} repeats a value: give each value once "
+                                  "(more populations: --set populations=N)")
         swept = {n for n, v in zip(names, values, strict=True) if len(v) > 1}
         points = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
         return [p for p in points if not any(

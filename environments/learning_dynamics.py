@@ -160,6 +160,9 @@ class LearningConfig:
                                   "part (1) or opt out (0)")
             opt_out = self.game == "pricing" and self.aggregation == "mle"  # not in -bayes
             object.__setattr__(self, "grid", tuple(check_levels(self.grid, opt_out).tolist()))
+            if len(self.grid) < 2:
+                raise ConfigError(f"grid={list(self.grid)!r} is not allowed: a game needs at "
+                                  "least two actions to learn among")
         if self.eta is not None:
             check_real("eta", self.eta, 0.0, low_open=True)
             if self.learner not in ("hedge", "exp3", "spsa"):
