@@ -1,7 +1,8 @@
 """One population over Ray shards (``learning-dynamics``, pricing, Hedge): time per round, the
 driver's and each shard's memory, and the bytes that cross Ray per round, against the
-in-process engine at the same size; then 10^6 agents x 200 rounds on 2 shards, with the
-shards' memory after 20 and after 200 rounds (it must not grow with the rounds).
+in-process engine at the same size; then the long run, 10^6 agents x 200 rounds on 2 shards
+(``--quick``: 3,000 x 30), with the shards' memory after a tenth of the rounds and at the end
+(it must not grow with the rounds).
 
 Run ``python benchmarks/bench_shards.py`` (``--quick`` for a smoke run). Each configuration runs
 in a fresh process, so that each peak resident size is its own.
@@ -65,9 +66,8 @@ def main() -> None:
     sizes, shards, rounds = ((3000,), (1, 2), 4) if args.quick else (SIZES, SHARDS, 6)
     table = [_in_fresh_process(n, k, rounds, 2) for n in sizes for k in (0, *shards)
              if k <= -(-n // 1024)]
-    out = {"table": table}
-    if not args.quick:
-        out["million"] = _in_fresh_process(1_000_000, 2, 200, 20)
+    out = {"table": table, "long": (_in_fresh_process(3000, 2, 30, 3) if args.quick else
+                                    _in_fresh_process(1_000_000, 2, 200, 20))}
     print(json.dumps(out))
 
 

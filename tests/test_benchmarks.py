@@ -134,3 +134,4 @@ def test_shards_benchmark():
         if r["shards"]:
             assert len(r["shard_rss_mb"]) == r["shards"] and r["bytes_per_round"] > 0
             assert max(r["shard_rss_mb"]) <= 1.1 * max(r["shard_rss_mb_early"])
+    assert report["long"]["shard_growth"] < 1.1 and report["long"]["shards"] == 2

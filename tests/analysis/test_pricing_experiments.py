@@ -51,7 +51,7 @@ def test_poa_family_matches_learned_equilibria():
 def test_bad_input_is_one_line(capsys):
     assert main(["run", "pricing-fl", "--set", "alpha=[0.5,2]", "--set", "N=2"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "alpha[1]=2" in err and "[0.0, 1.0]" in err
+    assert err.count("\n") == 1 and "alpha[1]=2" in err and "(0.0, 1.0)" in err
 
 
 def test_truthful_reporting_verified_over_a_grid():
