@@ -253,10 +253,16 @@ def sar_agents(env: SARModel) -> Figure:
     fig, ax = _figure()
     attack = env.attack
     if attack is None:  # before the first round, or after the last: nobody is attacked
-        ax.imshow(np.zeros((1, env.config.K)), cmap="Greens", vmin=0, vmax=1, aspect="auto")
+        taking_part = np.array([u.participating for u in env.users], dtype=float)[None]
+        cmap = matplotlib.colors.ListedColormap(["#bdbdbd", "#4daf4a"])
+        ax.imshow(taking_part, cmap=cmap, vmin=0, vmax=1, aspect="auto",
+                  interpolation="nearest")
         title = (f"round {env.steps}: fewer than 3 participants left, the run has ended"
                  if env.ended else f"{env.config.K} users before round 1: press Step")
         ax.set(xlabel="user", yticks=[], title=title)
+        ax.legend(handles=[matplotlib.patches.Patch(color=cmap(i), label=text) for i, text in
+                           enumerate(("opted out", "taking part"))],
+                  loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize="small")
         return fig
     order, colluding, success = attack["order"], attack["colluding"], attack["success"]
     broken = np.zeros(colluding.size, dtype=bool)[None].repeat(order.shape[0], axis=0)
