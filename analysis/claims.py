@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from scipy.special import ndtr, ndtri
 
-VERDICTS = ("holds", "bound", "fails")
+VERDICTS = ("holds", "bound", "fails", "not applicable")
 KINDS = ("equal", "true", "at_most", "at_least", "z")
 
 
@@ -50,6 +50,8 @@ class Claim:
             (measured <= paper), ``at_least`` (measured >= paper) or ``z`` (``measured`` is a
             largest |z|-score, ``tolerance`` its threshold).
         erratum: the ``docs/errata.md`` entry that explains a failure (shown only on one).
+        inapplicable: why the paper's reference does not apply to this run (another budget
+            than the printed table's, nothing to compare); the claim is then not judged.
     """
 
     claim: str
@@ -59,6 +61,7 @@ class Claim:
     tolerance: float | None = None
     kind: str = "equal"
     erratum: str | None = None
+    inapplicable: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -68,6 +71,8 @@ class Claim:
     def verdict(self) -> tuple[str, str]:
         """``(verdict, detail)``: the verdict and the numbers behind it; a failure's detail
         ends with its erratum."""
+        if self.inapplicable:
+            return "not applicable", self.inapplicable
         verdict, detail = self._judge()
         if verdict == "fails" and self.erratum:
             detail += f"; see errata: {self.erratum}"

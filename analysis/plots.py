@@ -483,8 +483,9 @@ def training_curves(rows: pd.DataFrame) -> plt.Figure:
 def budget_noise(rows: pd.DataFrame) -> plt.Figure:
     """Table 2: simulated total noise per strategy (markers, 2 pooled SE), the expectation
     sum_i 2/eps_i^2 (dashed ticks) and the printed values (crosses); one panel per N."""
-    from privgames.analysis.budget import TABLE2
+    from privgames.analysis.budget import TABLE2, TABLE2_EPSILON
 
+    epsilon = float(rows["epsilon"].iloc[0]) if "epsilon" in rows else TABLE2_EPSILON
     table = pooled(rows, "mse", ["N"])
     ns = sorted(table["N"].unique())
     fig, axes = plt.subplots(1, len(ns), figsize=(4.2 * len(ns), 4.2), squeeze=False)
@@ -494,12 +495,13 @@ def budget_noise(rows: pd.DataFrame) -> plt.Figure:
         ax.errorbar(x, t["mse"], yerr=2 * t["mse_se"], fmt="o", label="simulated (2 SE)")
         ax.scatter(x, t["mse_predicted"], marker="_", s=600, color="black",
                    label="sum 2/eps_i^2")
-        printed = [TABLE2.get((m, int(n)), np.nan) for m in t["method"]]
-        ax.scatter(x, printed, marker="x", color="C3", label="printed (Table 2)")
+        if epsilon == TABLE2_EPSILON:  # the printed values are for that budget only
+            printed = [TABLE2.get((m, int(n)), np.nan) for m in t["method"]]
+            ax.scatter(x, printed, marker="x", color="C3", label="printed (Table 2)")
         ax.set_xticks(x, t["method"], rotation=45, ha="right")
         ax.set(yscale="log", title=f"N = {n}", ylabel="mean total squared noise")
     _legend_outside(axes[0][-1])
-    fig.suptitle("Table 2: total noise of N sum queries (eps = 1)")
+    fig.suptitle(f"Table 2: total noise of N sum queries (eps = {epsilon:g})")
     fig.tight_layout()
     return fig
 

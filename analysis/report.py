@@ -22,7 +22,9 @@ LEGEND = ("**holds**: equal within 3 standard errors (Monte-Carlo figures; the l
           "z-scores is held to the family-wise 3-sigma threshold, Bonferroni) or within the "
           "stated tolerance (deterministic figures). **bound**: an inequality that the "
           "measurement satisfies, with its slack. **fails**: the measurement contradicts the "
-          "printed claim; the erratum in `docs/errata.md` explains it. In `learning-dynamics` the "
+          "printed claim; the erratum in `docs/errata.md` explains it. **not applicable**: the "
+          "paper's reference does not apply to the run (another budget than the printed "
+          "table's), so nothing is judged. In `learning-dynamics` the "
           "claims test our learners, not the papers: a failure there (play that does not "
           "converge to the predicted profile) is a finding, reported with what was reached.")
 

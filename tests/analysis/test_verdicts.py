@@ -119,3 +119,21 @@ def test_apes_table3_closed_forms_hold_when_they_give_the_printed_values():
     s["table3"] |= {"baseline_closed": 0.241, "eon_closed": 0.205}
     assert {c.verdict()[0] for c in apes.bounds_claims(s) if "closed form" in c.claim} == {
         "fails"}
+
+
+def test_a_printed_table_for_another_budget_is_not_judged():
+    """Issue 32: ``budget-noise --set epsilon=2`` judged Table 2's epsilon = 1 values (and
+    attached errata to the false failures); they are not applicable there, and the figure
+    says which budget it shows."""
+    import privgames
+
+    other = privgames.run("budget-noise", seed=0, workers=0, epsilon=2.0, N=[20],
+                          strategy=["avg", "geo"], populations=2)
+    verdicts = other.claims().set_index("claim")["verdict"]
+    printed = verdicts[verdicts.index.str.startswith("Table 2, ")]
+    assert len(printed) == 2 and (printed == "not applicable").all()
+    assert (verdicts.drop(printed.index) != "not applicable").all()  # the simulation is judged
+    assert other.plot()._suptitle.get_text().endswith("(eps = 2)")
+    same = privgames.run("budget-noise", seed=0, workers=0, N=[20], strategy=["avg", "geo"],
+                         populations=2).claims()
+    assert "not applicable" not in set(same["verdict"])
