@@ -137,3 +137,14 @@ def test_a_printed_table_for_another_budget_is_not_judged():
     same = privgames.run("budget-noise", seed=0, workers=0, N=[20], strategy=["avg", "geo"],
                          populations=2).claims()
     assert "not applicable" not in set(same["verdict"])
+
+
+def test_one_rule_compares_nothing_and_says_so():
+    """``pricing-training`` with one aggregation rule judged "MLE trains no worse than the
+    mean" as holding with nothing compared; it is not applicable there."""
+    from privgames.analysis.pricing import training_claims
+
+    claim = training_claims({"mle_no_worse_than_mean": None, "gap_within_bound": True})[0]
+    assert claim.verdict()[0] == "not applicable" and "one aggregation rule" in claim.verdict()[1]
+    compared = training_claims({"mle_no_worse_than_mean": False, "gap_within_bound": True})[0]
+    assert compared.verdict()[0] == "fails"
