@@ -136,6 +136,9 @@ class PricingConfig:
         check_real("tolerance", self.tolerance, 0.0, low_open=True)
         check_int("replications", self.replications, 1)
         if self.information == "incomplete":
+            if self.alpha is not None:
+                raise ConfigError("alpha is not allowed with information='incomplete': the "
+                                  "clients' types are drawn from alpha_L, alpha_H and eta")
             self.bayes()  # validates eta and alpha_L < alpha_H
 
     def bayes(self):

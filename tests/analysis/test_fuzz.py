@@ -136,7 +136,7 @@ def test_every_experiment_gets_malformed_input():
     for name in NAMES:
         assert {key for n, key in EVERY_PARAMETER if n == name} == set(
             experiments.get(name).parameters())
-    lines = 120 + 60 + 2 * len(EVERY_PARAMETER) + 6 + 4 + 8 + 1 + 1 + 5
+    lines = 120 + 60 + 2 * len(EVERY_PARAMETER) + 6 + 4 + 9 + 1 + 1 + 5
     print(f"fuzz: {lines} command lines")
 
 
@@ -149,6 +149,8 @@ def test_every_experiment_gets_malformed_input():
     ["run", "budget-analysts", "--set", "rounds=1000000000"],
     ["run", "bas-mse-vs-K", "--set", "K=[5,5]"],  # two populations pooled under one key
     ["run", "learning-dynamics", "--set", "game=pricing", "--set", "grid=[1]"],
+    ["run", "pricing-fl", "--set", "information=incomplete", "--set", "N=2", "--set",
+     "alpha=[0.3,0.6]"],  # alpha would be ignored
 ])
 def test_the_reported_tracebacks_are_one_line(args, tmp_path, capsys):
     """Issue 32's inputs that raised a traceback (or started Ray with --workers 0)."""
