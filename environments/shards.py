@@ -25,7 +25,6 @@ so the run's results equal an uninterrupted run's.
 
 from __future__ import annotations
 
-import math
 import os
 import pickle
 import shutil
@@ -211,13 +210,6 @@ class ShardedRun:
             return self.shards[shard].call(method, *args)
         return self._ray.get(self.shards[shard].call.remote(method, *args))
 
-    def each(self, method: str, per_shard: Sequence[Any]) -> list[Any]:
-        """``method(arg_i)`` on shard ``i``."""
-        if self.backend != "ray":
-            return [s.call(method, a) for s, a in zip(self.shards, per_shard, strict=True)]
-        return self._ray.get([s.call.remote(method, a)
-                              for s, a in zip(self.shards, per_shard, strict=True)])
-
     def total(self, method: str, *args: Any) -> dict[str, Any]:
         """The combined :class:`Partials` of ``method(*args)`` on every shard."""
         return combine(self.call(method, *args))
@@ -293,6 +285,3 @@ def resolve_shards(shards: int | str, backend: str) -> int:
                           "or 'auto'")
     return int(shards)
 
-
-def finite_or_none(x: float) -> float | None:
-    return x if math.isfinite(x) else None
