@@ -198,8 +198,10 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="an experiment's parameters (type, default, allowed "
                           "values, meaning), its grid at both scales and the claims it judges")
     show.add_argument("name")
-    show.add_argument("--out", type=Path, default=Path("results"),
-                      help="a results folder: the claims with the verdicts of its run")
+    show.add_argument("--out", type=Path, default=None,
+                      help="a results folder: the claims with the verdicts of its run "
+                           "(default: ./results; a folder without a run of NAME lists the "
+                           "claims and how to judge them)")
     viz = sub.add_parser("viz", help="serve the interactive pages (Mesa SolaraViz) on "
                          "127.0.0.1: one per environment, and a results browser")
     viz.add_argument("name", nargs="?", default=None,
@@ -248,7 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "show":
             from privgames.analysis.parameters import show
 
-            print(show(experiments.get(args.name), args.out))
+            if args.out is not None and args.out.exists() and not args.out.is_dir():
+                raise UsageError(f"--out {args.out}: it is a file, not a results folder")
+            print(show(experiments.get(args.name), args.out or Path("results")))
         elif args.command == "viz":
             _serve(args)
         elif args.command == "reproduce":

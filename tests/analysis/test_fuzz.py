@@ -136,7 +136,7 @@ def test_every_experiment_gets_malformed_input():
     for name in NAMES:
         assert {key for n, key in EVERY_PARAMETER if n == name} == set(
             experiments.get(name).parameters())
-    lines = 120 + 60 + 2 * len(EVERY_PARAMETER) + 6 + 4 + 9 + 1 + 1 + 5
+    lines = 120 + 60 + 2 * len(EVERY_PARAMETER) + 6 + 4 + 9 + 1 + 1 + 5 + 1
     print(f"fuzz: {lines} command lines")
 
 
@@ -159,6 +159,16 @@ def test_the_reported_tracebacks_are_one_line(args, tmp_path, capsys):
                                                     else [])])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("privgames: error:"), err
+
+
+def test_show_with_an_out_that_is_a_file_is_one_line(tmp_path, capsys):
+    """A missing folder lists the claims with how to judge them (test_show.py); a file is
+    refused."""
+    out = tmp_path / "a-file"
+    out.write_text("x")
+    assert main(["show", "apes", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "it is a file, not a results folder" in err[0]
 
 
 def test_show_with_a_corrupt_summary_is_one_line(tmp_path, capsys):
