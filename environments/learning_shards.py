@@ -45,7 +45,13 @@ from privgames.environments.shards import (
 )
 from privgames.environments.streams import as_seed_sequence
 from privgames.mechanisms import pricing
-from privgames.mechanisms.learning_games import _own_grid, release_loss
+from privgames.mechanisms.learning_games import (
+    _own_grid,
+    grid_distance,
+    release_loss,
+    scales_from,
+    snap_to,
+)
 
 #: Streams of the population's seed: the types, the learners' draws, the release, the scales.
 TYPES, ACT, RELEASE, SCALES = range(4)
@@ -86,7 +92,7 @@ class PricingSlice:
             for social in (False, True))
         both = np.concatenate([self.eq10, self.eq11])
         s11 = self.eq11
-        parts = s11**-2.0 if self.mle else s11**2
+        parts = pricing.aggregate_parts(s11, self.c.aggregation)
         return Partials({"parts11": block_sums(parts, self.start),
                          "privacy11": block_sums(self.alpha * GAME[2] * GAME[3] / s11,
                                                  self.start)},
@@ -99,13 +105,10 @@ class PricingSlice:
         levels = np.geomspace(lo / 10.0, hi * 10.0, c.grid_points - self.mle)
         self.grid = _own_grid(c.grid, np.append(levels, np.inf) if self.mle else levels,
                               opt_out=self.mle)
-        if c.pricing:  # pricing.penalty_coefficients, from eq 11's aggregate delta11
-            n, total = self.n, self.w_total
-            slope = GAME[0] * (1.0 + delta11 / GAME[1])
-            s = self.eq11
-            dd = delta11**3 / s**3 if self.mle else s / (n * n * delta11)
-            self.beta = (n / (n - 1)) ** 2 * (total - (1.0 - self.alpha)) * slope * dd / (2 * s)
-        self.reference = self._snap(self.eq11 if c.pricing else self.eq10)
+        if c.pricing:  # Definition 4's coefficients, from eq 11's aggregate delta11
+            self.beta = pricing.penalty_from(self.alpha, self.eq11, delta11, self.w_total,
+                                             self.n, GAME[0], GAME[1], c.aggregation)
+        self.reference = snap_to(self.grid, self.eq11 if c.pricing else self.eq10, True)
         self.middle = np.full(self.alpha.size, self.grid[(self.grid.size - 1) // 2])
         self._scale_noise = self.scale_stream.normal(SCALE_DRAWS) * self.middle
         return self._release_partials(self.middle, self._scale_noise,
@@ -117,15 +120,12 @@ class PricingSlice:
         costs = self._costs(self.middle, totals)
         finite = np.where(np.isfinite(costs), costs, np.nan)
         lo, hi = np.nanmin(finite, axis=1), np.nanmax(finite, axis=1)
-        samples = self._realized(self.middle, self._scale_noise, totals)
-        with np.errstate(invalid="ignore"):
-            sd = np.nan_to_num(np.nanstd(samples, axis=0))
-        span = np.maximum(hi - lo, 1e-12 * np.maximum(np.abs(hi), 1e-300))
-        low, high = lo - 3.0 * sd, np.maximum(hi + 3.0 * sd, lo - 3.0 * sd + span)
-        self.span, self.low, self.high = span, low, high
+        self.span, self.low, self.high = scales_from(
+            lo, hi, self._realized(self.middle, self._scale_noise, totals))
         c = self.c
         self.learner = make_grid_learner(c.learner, self.grid, self.alpha.size, c.rounds,
-                                         c.resolved_feedback, span, low, high, c.eta)
+                                         c.resolved_feedback, self.span, self.low, self.high,
+                                         c.eta)
         self.grid_total = np.zeros((self.alpha.size, self.grid.size))
         self.mode = self.learner.current()
 
@@ -166,7 +166,8 @@ class PricingSlice:
         partials.maxima.update({
             "regret": float((self.mixed_total - best).max()),
             "cce": float((self.played_total - best).max()),
-            "distance": self._distance(mode, self.reference), "changed": float(changed)})
+            "distance": grid_distance(self.grid, mode, self.reference, True),
+            "changed": float(changed)})
         partials.sums["mode_hash"] = block_hashes(mode, self.start)
         return partials
 
@@ -204,8 +205,7 @@ class PricingSlice:
 
     # --- the game's pieces, from totals --------------------------------------------------------
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
-        with np.errstate(divide="ignore", over="ignore"):
-            parts = v**-2.0 if self.mle else v**2
+        parts = pricing.aggregate_parts(v, self.c.aggregation)
         finite = np.isfinite(parts)
         sq = np.where(np.isfinite(v), v * v, 0.0)
         return Partials({f"{prefix}parts": block_sums(np.where(finite, parts, 0.0), self.start),
@@ -222,22 +222,11 @@ class PricingSlice:
                               "outside": block_sums(~inside, self.start)})
         return partials
 
-    def _rest(self, v: NDArray, totals: dict) -> NDArray:
-        """:func:`~privgames.mechanisms.pricing.rest_of_aggregate` from the totals."""
-        with np.errstate(divide="ignore", over="ignore"):
-            parts = v**-2.0 if self.mle else v**2
-        total, infinite = totals["parts"], int(round(totals["inf_parts"]))
-        if infinite == 0:
-            return total - parts
-        finite = np.isfinite(parts)
-        return np.where(finite, np.where(infinite > 0, np.inf,
-                                         total - np.where(finite, parts, 0.0)),
-                        np.inf if infinite > 1 else total)
-
     def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
         """:meth:`~privgames.mechanisms.learning_games.PricingGame.costs` from the totals."""
         cand = self.grid[None, :] if candidates is None else candidates
-        rest = self._rest(v, totals)[:, None]
+        rest = pricing.rest_from_total(pricing.aggregate_parts(v, self.c.aggregation),
+                                       totals["parts"], int(round(totals["inf_parts"])))[:, None]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             own = pricing.own_cost(cand, rest, self.alpha[:, None], *GAME, self.c.aggregation,
                                    self.beta[:, None], self.n)
@@ -274,23 +263,6 @@ class PricingSlice:
         with np.errstate(divide="ignore", invalid="ignore"):
             p = np.where(self.alpha > 0, self.alpha * pricing.privacy_loss(v, *GAME[2:]), 0.0)
         return (1.0 - self.alpha) * u + p
-
-    def _snap(self, values: NDArray) -> NDArray:
-        """The nearest grid action on the log scale (as ``GridGame.snap``)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            v, g = np.log(values), np.log(self.grid)
-            gap = np.abs(v[:, None] - g[None, :])
-        gap = np.where(np.isinf(v[:, None]) & np.isinf(g[None, :]), 0.0, gap)
-        return self.grid[np.nanargmin(np.where(np.isnan(gap), np.inf, gap), axis=1)]
-
-    def _distance(self, values: NDArray, reference: NDArray) -> float:
-        """As ``GridGame.distance`` on the log scale, over these clients."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a, b = np.log(values), np.log(reference)
-            finite = np.log(self.grid[np.isfinite(self.grid)])
-            d = np.abs(a - b) / max(finite[-1] - finite[0], 1e-300)
-        d = np.where(np.isinf(a) & np.isinf(b), 0.0, np.minimum(np.nan_to_num(d, nan=1.0), 1.0))
-        return float(d.max())
 
 
 
@@ -363,7 +335,7 @@ class ShardedLearningModel(Environment):
                               f"{c.game!r} runs with backend='vectorized'")
         base = as_seed_sequence(self.rng.bit_generator.seed_seq)
         backend = "vectorized" if in_process else c.backend
-        self.run_ = r = ShardedRun(_make_slice, c, base, c.agents,
+        self.run_ = r = ShardedRun(PricingSlice, c, base, c.agents,
                                    resolve_shards(c.shards, backend), backend,
                                    c.checkpoint_every)
         types = r.total("type_partials")
@@ -488,7 +460,3 @@ class ShardedLearningModel(Environment):
         """Release the shards (their actors, their checkpoints)."""
         self.run_.close()
 
-
-def _make_slice(config: Any, seed: np.random.SeedSequence, start: int,
-                stop: int) -> PricingSlice:
-    return PricingSlice(config, seed, start, stop)

@@ -107,8 +107,6 @@ class Partials:
     sums: dict[str, NDArray] = field(default_factory=dict)
     maxima: dict[str, float] = field(default_factory=dict)
 
-    def nbytes(self) -> int:
-        return sum(np.asarray(v).nbytes for v in self.sums.values()) + 8 * len(self.maxima)
 
 
 def combine(parts: Sequence[Partials]) -> dict[str, Any]:

@@ -92,11 +92,7 @@ class GridGame(ABC):
             c = np.where(np.isfinite(self.costs(middle)), self.costs(middle), np.nan)[unseen]
             lo[unseen] = np.nanmin(c, axis=1, initial=np.inf)
             hi[unseen] = np.nanmax(c, axis=1, initial=-np.inf)
-        with warnings.catch_warnings():  # a row that never played has no deviation: 0
-            warnings.simplefilter("ignore", RuntimeWarning)
-            sd = np.nan_to_num(np.nanstd(samples, axis=0))
-        span = np.maximum(hi - lo, 1e-12 * np.maximum(np.abs(hi), 1e-300))
-        return span, lo - 3.0 * sd, np.maximum(hi + 3.0 * sd, lo - 3.0 * sd + span)
+        return scales_from(lo, hi, samples)
 
     @abstractmethod
     def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
@@ -134,28 +130,50 @@ class GridGame(ABC):
 
     def snap(self, values: ArrayLike) -> NDArray:
         """The nearest grid action of each value (on the game's scale)."""
-        v, g = self._scale(np.asarray(values, dtype=float)), self._scale(self.grid)
-        with np.errstate(invalid="ignore"):
-            gap = np.abs(v[:, None] - g[None, :])
-        gap = np.where(np.isinf(v[:, None]) & np.isinf(g[None, :]), 0.0, gap)
-        return self.grid[np.nanargmin(np.where(np.isnan(gap), np.inf, gap), axis=1)]
+        return snap_to(self.grid, values, self.log_scale)
 
     def distance(self, values: NDArray, reference: NDArray) -> float:
         """Largest distance of an agent's action from the reference's, as a fraction of the
         grid's finite width (an opt-out against a level counts 1)."""
-        a, b = self._scale(values), self._scale(reference)
-        finite = self._scale(self.grid[np.isfinite(self.grid)])
-        width = max(finite[-1] - finite[0], 1e-300)
-        with np.errstate(invalid="ignore"):
-            d = np.abs(a - b) / width
-        d = np.where(np.isinf(a) & np.isinf(b), 0.0, np.minimum(np.nan_to_num(d, nan=1.0), 1.0))
-        return float(d.max())
+        return grid_distance(self.grid, values, reference, self.log_scale)
 
-    def _scale(self, v: NDArray) -> NDArray:
-        if not self.log_scale:
-            return v
-        with np.errstate(divide="ignore"):
-            return np.log(v)
+
+def _on_scale(v: NDArray, log_scale: bool) -> NDArray:
+    if not log_scale:
+        return v
+    with np.errstate(divide="ignore"):
+        return np.log(v)
+
+
+def snap_to(grid: NDArray, values: ArrayLike, log_scale: bool) -> NDArray:
+    """The nearest action of ``grid`` to each value (on a log scale if ``log_scale``)."""
+    v, g = _on_scale(np.asarray(values, dtype=float), log_scale), _on_scale(grid, log_scale)
+    with np.errstate(invalid="ignore"):
+        gap = np.abs(v[:, None] - g[None, :])
+    gap = np.where(np.isinf(v[:, None]) & np.isinf(g[None, :]), 0.0, gap)
+    return grid[np.nanargmin(np.where(np.isnan(gap), np.inf, gap), axis=1)]
+
+
+def grid_distance(grid: NDArray, values: NDArray, reference: NDArray, log_scale: bool) -> float:
+    """:meth:`GridGame.distance` on ``grid`` (any subset of the agents)."""
+    a, b = _on_scale(values, log_scale), _on_scale(reference, log_scale)
+    finite = _on_scale(grid[np.isfinite(grid)], log_scale)
+    width = max(finite[-1] - finite[0], 1e-300)
+    with np.errstate(invalid="ignore"):
+        d = np.abs(a - b) / width
+    d = np.where(np.isinf(a) & np.isinf(b), 0.0, np.minimum(np.nan_to_num(d, nan=1.0), 1.0))
+    return float(d.max())
+
+
+def scales_from(lo: NDArray, hi: NDArray, samples: ArrayLike) -> tuple[NDArray, ...]:
+    """``(span, low, high)`` from each agent's smallest and largest finite cost over the grid
+    and its realized costs ``samples`` (rounds x agents, NaN where it did not play):
+    :meth:`GridGame.scales`'s last step."""
+    with warnings.catch_warnings():  # a row that never played has no deviation: 0
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sd = np.nan_to_num(np.nanstd(samples, axis=0))
+    span = np.maximum(hi - lo, 1e-12 * np.maximum(np.abs(hi), 1e-300))
+    return span, lo - 3.0 * sd, np.maximum(hi + 3.0 * sd, lo - 3.0 * sd + span)
 
 
 def _check_grid_points(points: int) -> int:

@@ -195,11 +195,17 @@ def penalty_coefficients(alpha: ArrayLike, kappa: float, L_F: float, c: float, S
     """
     a = _alpha(alpha)
     s = optimal_noise(a, kappa, L_F, c, S, aggregation)
-    n, total = a.size, np.sum(1.0 - a)
-    d = float(error_scale(s, aggregation))
+    return penalty_from(a, s, float(error_scale(s, aggregation)), float(np.sum(1.0 - a)),
+                        a.size, kappa, L_F, aggregation)
+
+
+def penalty_from(alpha: NDArray, s: NDArray, d: float, total: float, n: int, kappa: float,
+                 L_F: float, aggregation: str) -> NDArray:
+    """:func:`penalty_coefficients` of clients ``alpha`` at eq (11)'s ``s``, from the
+    population's ``Delta = d``, ``W = total`` and size ``n`` (a population over shards)."""
     slope = kappa * (1.0 + d / L_F)  # dL^u/dDelta
     dd = d**3 / s**3 if aggregation == "mle" else s / (n * n * d)  # dDelta/dsigma_i
-    return (n / (n - 1)) ** 2 * (total - (1.0 - a)) * slope * dd / (2.0 * s)
+    return (n / (n - 1)) ** 2 * (total - (1.0 - alpha)) * slope * dd / (2.0 * s)
 
 
 def printed_penalty_coefficients(alpha: ArrayLike, kappa: float, L_F: float, c: float,
@@ -359,15 +365,26 @@ def _own_slope(sigma_i, others, alpha, kappa, L_F, c, S, aggregation, beta, n) -
 def rest_of_aggregate(sigma: NDArray, aggregation: str) -> NDArray:
     """Each client's view of the rest of the aggregate: ``sum_{j != i} sigma_j^-2`` (MLE) or
     ``sum_{j != i} sigma_j^2`` (mean), infinite when another client's part is."""
-    with np.errstate(divide="ignore", over="ignore"):
-        parts = sigma**-2.0 if aggregation == "mle" else sigma**2
+    parts = aggregate_parts(sigma, aggregation)
     total = np.sum(parts)
     if math.isfinite(total):  # no infinite part: the common case, in two numpy calls
         return total - parts
     finite = np.isfinite(parts)
-    total, infinite = float(np.sum(parts[finite])), int(np.sum(~finite))
-    return np.where(finite, np.where(infinite > 0, np.inf, total - np.where(finite, parts, 0.0)),
-                    np.inf if infinite > 1 else total)
+    return rest_from_total(parts, float(np.sum(parts[finite])), int(np.sum(~finite)))
+
+
+def aggregate_parts(sigma: NDArray, aggregation: str) -> NDArray:
+    """Each client's part of the aggregate: ``sigma^-2`` (MLE) or ``sigma^2`` (mean)."""
+    with np.errstate(divide="ignore", over="ignore"):
+        return sigma**-2.0 if aggregation == "mle" else sigma**2
+
+
+def rest_from_total(parts: NDArray, total: float, infinite: int) -> NDArray:
+    """:func:`rest_of_aggregate` for clients with ``parts``, from the population's sum of finite
+    parts ``total`` and count of infinite ones (a population split over shards)."""
+    if infinite == 0:
+        return total - parts
+    return np.where(np.isfinite(parts), np.inf, np.inf if infinite > 1 else total)
 
 
 def best_response(i: int, sigma: ArrayLike, alpha: ArrayLike, kappa: float, L_F: float,
