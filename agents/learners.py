@@ -135,9 +135,13 @@ class GridLearner(ABC):
     feedback_kinds: tuple[str, ...] = ("full",)
     #: Whether acting draws a uniform per agent (a deterministic rule draws none).
     draws: bool = True
+    #: Whether its own start (no :attr:`start` given) is the uniform mixed strategy (else the
+    #: grid's middle action).
+    mixed_start: bool = False
 
     def __init__(self, grid: ArrayLike, agents: int, rounds: int, feedback: str | None = None,
-                 span: ArrayLike = 1.0, low: ArrayLike = 0.0, high: ArrayLike = 1.0) -> None:
+                 span: ArrayLike = 1.0, low: ArrayLike = 0.0, high: ArrayLike = 1.0,
+                 start: ArrayLike | None = None) -> None:
         self.grid = check_grid(grid)
         self.agents = check_int("agents", agents, 1)
         self.rounds = check_int("rounds", rounds, 1)
@@ -150,6 +154,13 @@ class GridLearner(ABC):
             raise ConfigError("high must exceed low for every agent")
         self.last = np.zeros(self.agents, dtype=int)
         self.drawn_from: NDArray | None = None
+        self.start = None if start is None else _start_indices(start, self.agents, self.m)
+
+    @property
+    def first(self) -> NDArray:
+        """Each agent's first action index: its :attr:`start`, else the grid's middle."""
+        return (np.full(self.agents, (self.m - 1) // 2) if self.start is None
+                else self.start)
 
     @property
     def m(self) -> int:
@@ -220,6 +231,27 @@ class GridLearner(ABC):
         return None
 
 
+def _start_indices(start: ArrayLike, n: int, m: int) -> NDArray:
+    idx = np.broadcast_to(np.asarray(start), (n,))
+    if idx.dtype.kind not in "iu" or np.any((idx < 0) | (idx >= m)):
+        raise ConfigError(f"start must hold one action index in [0, {m - 1}] per agent")
+    return idx.astype(int)
+
+
+def _prior(learner: GridLearner) -> tuple[NDArray, float]:
+    """The exponential-weights learners' initial cumulative costs and ``ln(1 / pi_min)``: no
+    start, the uniform prior (zeros, ``ln m``); a start, the prior ``pi`` with half the weight
+    on the agent's start action and the rest shared by the others (initial costs
+    ``-ln(pi) / eta`` up to a constant), so that its bound pays ``ln(2 (m - 1))`` for it."""
+    zeros = np.zeros((learner.agents, learner.m))
+    if learner.start is None or learner.m < 2:
+        return zeros, math.log(max(learner.m, 1))
+    shift = math.log(learner.m - 1)  # -ln pi: ln 2 on the start, ln 2 + ln(m - 1) elsewhere
+    zeros += shift
+    zeros[np.arange(learner.agents), learner.start] = 0.0
+    return zeros, math.log(2.0 * (learner.m - 1))
+
+
 def _per_agent(name: str, value: ArrayLike, n: int, positive: bool = True) -> NDArray:
     v = np.broadcast_to(np.asarray(value, dtype=float), (n,)).copy()
     if not np.all(np.isfinite(v)) or (positive and np.any(v <= 0)):
@@ -238,13 +270,19 @@ def _step(name: str, eta: float | None, default: float) -> float:
 
 
 class Hedge(GridLearner):
-    """Multiplicative weights on the cumulative costs, ``p ∝ exp(-eta L)``, with the standard
-    step ``eta = sqrt(8 ln m / T)`` unless one is given (full information)."""
+    """Multiplicative weights on the cumulative costs, ``p ∝ pi exp(-eta L)`` (``pi``: the
+    prior, uniform or leaning to the agent's start), with the standard step ``eta = sqrt(8
+    ln(1 / pi_min) / T)`` (``ln m`` from the uniform start) unless one is given (full
+    information)."""
+
+    mixed_start = True
 
     def __init__(self, *args, eta: float | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.eta = _step("eta", eta, math.sqrt(8.0 * math.log(max(self.m, 2)) / self.rounds))
-        self.cumulative = np.zeros((self.agents, self.m))
+        offset, self.log_prior = _prior(self)
+        self.eta = _step("eta", eta,
+                         math.sqrt(8.0 * max(self.log_prior, math.log(2)) / self.rounds))
+        self.cumulative = offset / self.eta
 
     def probabilities(self) -> NDArray:
         return _softmin(self.cumulative, self.eta)
@@ -260,21 +298,27 @@ class Hedge(GridLearner):
         ``T`` (Freund and Schapire 1997; Cesa-Bianchi and Lugosi, Theorem 2.2). With the
         default step it is ``sqrt(T ln m / 2)`` at the horizon only: before it, the
         horizon-tuned step pays ``ln m / eta`` in full (the per-round curve
-        ``sqrt(t ln m / 2)`` did not hold before the last round)."""
-        return math.log(self.m) / self.eta + self.eta * T / 8.0
+        ``sqrt(t ln m / 2)`` did not hold before the last round). From a start (a prior
+        ``pi``), ``ln(1 / pi_min) = ln(2 (m - 1))`` replaces ``ln m`` (the same proof: the
+        potential starts at ``ln pi_a`` for the compared action ``a``)."""
+        return self.log_prior / self.eta + self.eta * T / 8.0
 
 
 class EXP3(GridLearner):
     """Exponential weights on importance-weighted estimates (the played action's cost divided by
-    its probability), ``eta = sqrt(2 ln m / (T m))`` unless one is given (bandit)."""
+    its probability) from the prior ``pi`` (as :class:`Hedge`), ``eta = sqrt(2 ln(1 / pi_min)
+    / (T m))`` unless one is given (bandit)."""
 
     feedback_kinds = ("bandit",)
 
+    mixed_start = True
+
     def __init__(self, *args, eta: float | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.eta = _step("eta", eta,
-                         math.sqrt(2.0 * math.log(max(self.m, 2)) / (self.rounds * self.m)))
-        self.estimates = np.zeros((self.agents, self.m))
+        offset, self.log_prior = _prior(self)
+        self.eta = _step("eta", eta, math.sqrt(2.0 * max(self.log_prior, math.log(2))
+                                               / (self.rounds * self.m)))
+        self.estimates = offset / self.eta
 
     def probabilities(self) -> NDArray:
         return _softmin(self.estimates, self.eta)
@@ -289,18 +333,26 @@ class EXP3(GridLearner):
     def regret_bound(self, T: int) -> float | None:
         """``ln m / eta + eta m T / 2``: EXP3's expected-regret bound with a fixed step, at
         every round ``T`` (Bubeck and Cesa-Bianchi 2012, Theorem 3.1, losses in ``[0, 1]``);
-        with the default step, ``sqrt(2 T m ln m)`` at the horizon."""
-        return math.log(self.m) / self.eta + self.eta * self.m * T / 2.0
+        with the default step, ``sqrt(2 T m ln m)`` at the horizon; from a start, ``ln(2 (m -
+        1))`` replaces ``ln m`` (as for :class:`Hedge`)."""
+        return self.log_prior / self.eta + self.eta * self.m * T / 2.0
 
 
 class RegretMatching(GridLearner):
-    """Play each action with probability proportional to its positive cumulative regret
-    (uniformly while none is positive); full information."""
+    """Play each action with probability proportional to its positive cumulative regret;
+    while none is positive, uniformly, or the agent's start action if it has one (any play
+    keeps Blackwell's condition there, so the bound is the same); full information."""
+
+    mixed_start = True
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.regret = np.zeros((self.agents, self.m))
-        self._p = np.full((self.agents, self.m), 1.0 / self.m)
+        self._idle = np.full((self.agents, self.m), 1.0 / self.m)
+        if self.start is not None:
+            self._idle = np.zeros((self.agents, self.m))
+            self._idle[np.arange(self.agents), self.start] = 1.0
+        self._p = self._idle
 
     def probabilities(self) -> NDArray:
         return self._p
@@ -309,7 +361,7 @@ class RegretMatching(GridLearner):
         self.regret += np.einsum("nm,nm->n", self._p, costs)[:, None] - costs
         positive = np.maximum(self.regret, 0.0)
         total = positive.sum(axis=1, keepdims=True)
-        self._p = np.where(total > 0, positive / np.where(total > 0, total, 1.0), 1.0 / self.m)
+        self._p = np.where(total > 0, positive / np.where(total > 0, total, 1.0), self._idle)
 
     def regret_bound(self, T: int) -> float | None:
         return math.sqrt(T * (self.m - 1))
@@ -318,7 +370,7 @@ class RegretMatching(GridLearner):
 class FictitiousPlay(GridLearner):
     """Best response (the lowest action on ties) to the average of the cost vectors seen so
     far, i.e. to the others' empirical play; deterministic, full information. Before any
-    observation it plays the grid's middle action."""
+    observation it plays its :attr:`first` action."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -326,7 +378,7 @@ class FictitiousPlay(GridLearner):
         self._seen = np.zeros(self.agents, dtype=bool)
 
     def _choice(self) -> NDArray:
-        return np.where(self._seen, np.argmin(self.cumulative, axis=1), (self.m - 1) // 2)
+        return np.where(self._seen, np.argmin(self.cumulative, axis=1), self.first)
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
         self.cumulative += costs
@@ -334,12 +386,12 @@ class FictitiousPlay(GridLearner):
 
 
 class GridBestResponse(GridLearner):
-    """Best response to the last round's costs on the grid (the reference; it starts from the
-    grid's middle action)."""
+    """Best response (the lowest action on ties) to the last round's costs on the grid (the
+    reference); it starts from its :attr:`first` action."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._best = np.full(self.agents, (self.m - 1) // 2)
+        self._best = self.first.copy()
 
     def _choice(self) -> NDArray:
         return self._best
@@ -354,7 +406,8 @@ class SPSA(GridLearner):
 
     Each agent keeps ``x`` in ``[0, 1]`` (the interval's fraction); over two rounds it plays
     ``x + c_t`` then ``x - c_t`` (clipped), and steps ``x <- clip(x - a_t (y+ - y-) / (2 c_t))``
-    with its two realized costs ``y+-`` (scaled by its range). It starts in the middle.
+    with its two realized costs ``y+-`` (scaled by its range). It starts in the middle, or at
+    its start action's place in the interval (the opt-out: the interval's top).
     """
 
     feedback_kinds = ("bandit",)
@@ -367,7 +420,9 @@ class SPSA(GridLearner):
         self.interval = (float(finite[0]), float(finite[-1]))
         self.a = check_real("spsa_a", a, 0.0, low_open=True)
         self.c = check_real("spsa_c", c, 0.0, 0.5, low_open=True)
-        self.x = np.full(self.agents, 0.5)
+        lo, hi = self.interval
+        self.x = (np.full(self.agents, 0.5) if self.start is None else
+                  np.clip((np.minimum(self.grid[self.start], hi) - lo) / (hi - lo), 0.0, 1.0))
         self.t = 0
         self._plus = np.zeros(self.agents)
 
@@ -411,6 +466,23 @@ class SPSA(GridLearner):
         return self.values()
 
 
+#: Where a population's learners start (``LearningConfig.start``).
+STARTS = ("random", "uniform", "middle")
+
+
+def start_actions(start: str, learner: str, m: int, u: NDArray) -> NDArray | None:
+    """Each agent's start action index on a grid of ``m``: ``middle``, the grid's middle;
+    ``random``, a uniformly drawn action per agent (``u``: its own uniform in ``[0, 1)``);
+    ``uniform``, the learner's uniform mixed start (``None``) where it has one (Hedge, EXP3,
+    regret matching), else a drawn action as ``random``."""
+    check_choice("start", start, STARTS)
+    if start == "middle":
+        return np.full(u.size, (m - 1) // 2)
+    if start == "uniform" and GRID_LEARNERS[learner].mixed_start:
+        return None
+    return np.minimum((u * m).astype(int), m - 1)
+
+
 #: Name -> learner class of the learning-dynamics learners.
 GRID_LEARNERS: dict[str, type[GridLearner]] = {
     "best_response": GridBestResponse, "fictitious": FictitiousPlay, "hedge": Hedge,
@@ -419,13 +491,15 @@ GRID_LEARNERS: dict[str, type[GridLearner]] = {
 
 def make_grid_learner(name: str, grid: ArrayLike, agents: int, rounds: int,
                       feedback: str = "full", span: ArrayLike = 1.0, low: ArrayLike = 0.0,
-                      high: ArrayLike = 1.0, eta: float | None = None) -> GridLearner:
+                      high: ArrayLike = 1.0, eta: float | None = None,
+                      start: ArrayLike | None = None) -> GridLearner:
     """A learner by name (:data:`GRID_LEARNERS`) with the game's grid, agents, horizon, feedback
     and cost scales; ``eta``, the step size, only for ``hedge``, ``exp3`` (its weights' rate)
-    and ``spsa`` (its gain ``a``)."""
+    and ``spsa`` (its gain ``a``); ``start``, each agent's start action index (``None``: the
+    learner's own start, uniform or the grid's middle)."""
     kind = GRID_LEARNERS[check_choice("learner", name, tuple(GRID_LEARNERS))]
     feedback = resolve_feedback(name, check_choice("feedback", feedback, FEEDBACK))
-    scales = {"span": span, "low": low, "high": high}
+    scales = {"span": span, "low": low, "high": high, "start": start}
     if eta is not None and kind in (Hedge, EXP3):
         return kind(grid, agents, rounds, feedback, eta=eta, **scales)
     if eta is not None and kind is SPSA:

@@ -15,19 +15,23 @@ from privgames.analysis.experiments import Experiment, figure, register
 from privgames.environments.learning_dynamics import LearningConfig, make_learning_model
 
 #: Per-round metrics kept in the rows (at most ``TRACE_POINTS`` rounds, log-spaced).
-TRACE = ("distance", "nash_gap", "max_average_regret", "cce_gap", "regret_bound",
-         "social_cost", "average_social_cost")
+TRACE = ("distance", "nash_gap", "nash_gap_relative", "max_average_regret", "cce_gap",
+         "regret_bound", "social_cost", "average_social_cost")
 TRACE_POINTS = 60
 LABELS = ("game", "learner", "feedback")
 
 
 def learning_unit(config: LearningConfig, seed: np.random.SeedSequence) -> pd.DataFrame:
-    """One population learns; its trace over rounds and where it ended."""
-    model = make_learning_model(config, seed)
-    try:
-        return _trace_and_outcome(model.run(), config)
-    finally:
-        model.close()
+    """One population learns from each of its ``starts``; per start run (``start_run``), its
+    trace over rounds and where it ended."""
+    runs = []
+    for k in range(config.starts):
+        model = make_learning_model(config, seed, start_run=k)
+        try:
+            runs.append(_trace_and_outcome(model.run(), config).assign(start_run=k))
+        finally:
+            model.close()
+    return pd.concat(runs, ignore_index=True)
 
 
 def _trace_and_outcome(model: Any, config: LearningConfig) -> pd.DataFrame:
@@ -39,8 +43,15 @@ def _trace_and_outcome(model: Any, config: LearningConfig) -> pd.DataFrame:
     rows = trace.iloc[keep].melt(id_vars="round", value_vars=list(TRACE), var_name="metric")
     outcome = model.outcome()
     predicted = model.predicted()
+    final = trace.iloc[-1]
     last = {"final_distance": model.distance(), "converged": float(outcome["converged"]),
             "opted_out": float(model.opted_out()),
+            **{k: float(final[k]) for k in ("max_average_regret_game_units",
+                                            "cce_gap_game_units")},
+            "infinite_cost_rounds": float(model.infinite_cost_rounds),
+            "capped_rounds": float(model.capped_rounds),
+            "predicted_nash_gap_relative":
+                predicted["nash_gaps_relative"][model.predicted_name],
             "azuma": model.azuma(), "predicted_social_cost":
                 predicted["social_costs"][model.predicted_name],
             "predicted_nash_gap": predicted["nash_gaps"][model.predicted_name],
@@ -53,15 +64,23 @@ def _trace_and_outcome(model: Any, config: LearningConfig) -> pd.DataFrame:
 
 
 def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
-    """Per (game, learner, feedback), pooled over populations: the contract's numbers (the last
-    round's largest regret, CCE gap and last iterate's deviation gain ``nash_gap``, the mean
-    final distance, ``converged`` when every population converged), what was reached and how
-    play ended (``play``: converged, stuck, cycles or wanders, counted over populations), and
-    the social costs. One combination: its
-    numbers at the top level. ``opted_out``: the mean number of agents whose last iterate is
-    the opt-out (pricing FL under the MLE rule)."""
+    """Per (game, learner, feedback), pooled over runs (populations times their ``starts``):
+    the contract's numbers (the last round's largest regret, CCE gap and last iterate's
+    deviation gain ``nash_gap``, the mean final distance, ``converged`` when every run
+    converged), what was reached and how play ended (``play``: converged, stuck, cycles or
+    wanders, counted over runs), and the social costs. ``reached_share``: per reference
+    profile (and ``other equilibrium``, ``none``) the share of runs that reached it and its
+    binomial standard error. ``nash_gap_relative``: the largest deviation gain over the
+    deviator's own cost (what ``converged`` is judged by). Regret and the CCE gap are in the
+    learners' capped units (where the bounds hold); ``*_game_units``, in the game's own (the
+    largest over runs, ``inf`` where play met an infinite cost), beside the most rounds of a
+    run whose played cost was infinite (``infinite_cost_rounds``) or capped
+    (``capped_rounds``). One combination: its numbers at the top level. ``opted_out``: the
+    mean number of agents whose last iterate is the opt-out (pricing FL under the MLE
+    rule)."""
     rounds = int(params["rounds"])
     by = [c for c in ("game", "learner") if c in rows] + ["feedback"]
+    run_keys = [c for c in ("population", "start_run") if c in rows]
     runs = []
     for key, g in rows.groupby(by, sort=False):
         final = g[g["round"] == rounds]
@@ -70,6 +89,9 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
             v = final.loc[final["metric"] == metric, "value"]
             return None if v.empty or v.isna().all() else float(getattr(v, how)())
 
+        ended = g.groupby(run_keys)[["reached", "play"]].first() if run_keys else g.iloc[:1]
+        references = sorted(m[len("distance_"):] for m in final["metric"].unique()
+                            if m.startswith("distance_"))
         labels = dict(zip(by, key, strict=True))
         game = labels.get("game", params["game"])
         learner = labels.get("learner", params["learner"])
@@ -79,19 +101,27 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
             "max_average_regret": value("max_average_regret"),
             "regret_bound": value("regret_bound"),
             "cce_gap": value("cce_gap"), "azuma": value("azuma"),
-            "nash_gap": value("nash_gap"),
+            "nash_gap": value("nash_gap"), "nash_gap_relative": value("nash_gap_relative"),
             "converged": bool(value("converged", "min") == 1.0),
             "opted_out": value("opted_out", "mean"),
-            **{k: (g.groupby("population")[k].first() if "population" in g
-                   else g[k].iloc[:1]).value_counts().to_dict() for k in ("reached", "play")},
+            "max_average_regret_game_units": value("max_average_regret_game_units"),
+            "cce_gap_game_units": value("cce_gap_game_units"),
+            "infinite_cost_rounds": _count(value("infinite_cost_rounds")),
+            "capped_rounds": _count(value("capped_rounds")),
+            **{k: ended[k].value_counts().to_dict() for k in ("reached", "play")},
+            "reached_share": reached_shares(ended["reached"], references),
             "predicted": str(g["predicted"].iloc[0]),
             "predicted_nash_gap": value("predicted_nash_gap"),
+            "predicted_nash_gap_relative": value("predicted_nash_gap_relative"),
             "social_cost": value("social_cost", "mean"),
             "average_social_cost": value("average_social_cost", "mean"),
             "predicted_social_cost": value("predicted_social_cost", "mean"),
             "optimum_social_cost": value("optimum_social_cost", "mean"),
-            "populations": int(g["population"].nunique()) if "population" in g else 1})
+            "populations": int(g["population"].nunique()) if "population" in g else 1,
+            "pooled_runs": len(ended)})
     out: dict[str, Any] = {"runs": runs, "tolerance": float(params["tolerance"]),
+                           "start": str(params.get("start", "random")),
+                           "starts": int(params.get("starts", 1)),
                            "table": [{**r, "reached": _reached(r["reached"]),
                                       "play": _reached(r["play"])} for r in runs]}
     if len(runs) == 1:
@@ -100,24 +130,45 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
 
 
 def learning_claims(s: Mapping[str, Any]) -> list[Claim]:
-    """Per run: regret within the learner's bound; the CCE gap within the largest average
-    regret (plus the Azuma-Hoeffding allowance between realized and expected play);
-    last-iterate convergence to the predicted profile, measured."""
+    """Per (game, learner): regret within the learner's bound and the CCE gap within the
+    largest average regret (plus the Azuma-Hoeffding allowance between realized and expected
+    play), both in the learner's capped units, where the bounds hold; and the selection:
+    the last iterate reaches the predicted profile in at least half of the runs from the
+    configured starts (its share and binomial SE, the other references' shares beside)."""
     out = []
     for r in s["runs"]:
         where = f"{r['game']}, {r['learner']} ({r['feedback']})"
         if r["regret_bound"] is not None:
-            out.append(Claim(f"{where}: average external regret within the learner's bound",
-                             r["regret_bound"], r["max_average_regret"], kind="at_most"))
+            out.append(Claim(f"{where}: average external regret within the learner's bound "
+                             "(capped units)", r["regret_bound"], r["max_average_regret"],
+                             kind="at_most"))
         out.append(Claim(f"{where}: CCE gap of the time-averaged play at most the largest "
-                         "average regret (+ Azuma allowance)",
+                         "average regret (+ Azuma allowance; capped units)",
                          r["max_average_regret"] + r["azuma"], r["cce_gap"], kind="at_most"))
-        out.append(Claim(f"{where}: the last iterate converges to the predicted profile "
-                         f"({r['predicted']}); reached: {_reached(r['reached'])}; play: "
-                         f"{_reached(r.get('play', {}))}", True,
-                         bool(r["converged"] and r["final_distance"] <= s["tolerance"]),
-                         kind="true"))
+        share = r["reached_share"][r["predicted"]]
+        others = ", ".join(f"{k} {v['share']:.2f}" for k, v in r["reached_share"].items()
+                           if k != r["predicted"])
+        out.append(Claim(f"{where}: from {s['start']} starts the last iterate reaches the "
+                         f"predicted profile ({r['predicted']}) in at least half of the "
+                         f"{r['pooled_runs']} runs (shares of the rest: {others}; play: "
+                         f"{_reached(r.get('play', {}))})", 0.5, share["share"],
+                         se=share["se"], kind="at_least"))
     return out
+
+
+def reached_shares(reached: pd.Series, references: list[str]) -> dict[str, dict]:
+    """Per reference profile, ``other equilibrium`` and ``none``: the share of the runs that
+    ended there and its binomial standard error ``sqrt(s (1 - s) / runs)``."""
+    n = len(reached)
+    out = {}
+    for name in [*references, "other equilibrium", "none"]:
+        share = float((reached == name).sum()) / n
+        out[name] = {"share": share, "se": float(np.sqrt(share * (1.0 - share) / n))}
+    return out
+
+
+def _count(value: float | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def _reached(counts: Mapping[str, int]) -> str:

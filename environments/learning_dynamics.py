@@ -20,8 +20,10 @@ from privgames.agents.learners import (
     FEEDBACK_SETTINGS,
     GRID_LEARNERS,
     SPSA,
+    STARTS,
     make_grid_learner,
     resolve_feedback,
+    start_actions,
 )
 from privgames.environments.base import Environment
 from privgames.environments.config import (
@@ -41,6 +43,7 @@ from privgames.mechanisms.learning_games import (
     PricingGame,
     SARGame,
     check_levels,
+    deviation_gain,
 )
 from privgames.mechanisms.pricing import AGGREGATIONS
 from privgames.mechanisms.pricing_bayes import BinaryGame
@@ -73,8 +76,15 @@ class LearningConfig:
             ``pricing-bayes``: the noise levels, each taken with either report). eta: step
             size (``hedge``/``exp3``: the weights' rate; ``spsa``: its gain ``a``); ``None``:
             the standard one.
-        tolerance: distance (fraction of the grid) and deviation gain (fraction of the span)
-            below which the last iterate counts as at a profile and at an equilibrium.
+        start: where the learners start (``random``: each agent a uniformly drawn action,
+            Hedge and EXP3 a prior with half its weight there, regret matching playing it
+            until some regret is positive; ``uniform``: the learners' uniform mixed start, a
+            drawn action for the deterministic ones; ``middle``: the grid's middle action,
+            which in PPSP is Theorem 4's profile). starts: runs per population from
+            independent starts (the basins: which reference each run reaches).
+        tolerance: distance (fraction of the grid) within which the last iterate is at a
+            reference profile, and ``nash_gap_relative`` (each agent's largest deviation gain
+            as a fraction of its own cost) within which it is an equilibrium.
         beta_max, d: BAS preferences ``U[0, beta_max]`` and the release's dimension.
         p, attacker: SAR's colluding probability and attacker.
         weighting, spread: PPSP's node weights (``unequal``: each weight times a factor
@@ -102,6 +112,8 @@ class LearningConfig:
     grid_points: int = 21
     grid: tuple[float, ...] | None = None
     eta: float | None = None
+    start: str = "random"
+    starts: int = 1
     tolerance: float = 0.05
     beta_max: float = 1.3
     d: int = 50
@@ -134,7 +146,7 @@ class LearningConfig:
         return Footprint.of(self, [(("agents", "grid_points"), 80.0 * cells),
                                    (("agents", "rounds"), 9.0 * rows * self.rounds),
                                    (("agents",), 2000.0 * rows + (8e6 if bayes else 0))],
-                            30.0 * cells * self.rounds * (5 if bayes else 1))
+                            30.0 * cells * self.rounds * (5 if bayes else 1) * self.starts)
 
     def _shard_footprint(self) -> Footprint:
         """With ``backend=ray``, the largest shard's arrays (about nine ``agents/shards x
@@ -144,7 +156,8 @@ class LearningConfig:
         peak = max(90.0 * cells + 600.0 * self.agents / shards,
                    8.0 * self.rounds * self.agents if self.history else 0.0)
         driver = "rounds" if self.history and peak > 90.0 * cells else "agents"
-        return Footprint(peak, 30.0 * self.agents * self.grid_points * self.rounds, driver)
+        return Footprint(peak, 30.0 * self.agents * self.grid_points * self.rounds
+                         * self.starts, driver)
 
     def __post_init__(self) -> None:
         check_choice("game", self.game, GAMES)
@@ -168,6 +181,8 @@ class LearningConfig:
             if self.learner not in ("hedge", "exp3", "spsa"):
                 raise ConfigError(f"eta={self.eta!r} is not allowed with learner="
                                   f"{self.learner!r}: only hedge, exp3 and spsa take a step size")
+        check_choice("start", self.start, STARTS)
+        check_int("starts", self.starts, 1)
         check_real("tolerance", self.tolerance, 0.0, 1.0, low_open=True)
         check_real("beta_max", self.beta_max, 0.0, low_open=True)
         check_int("d", self.d, 1)
@@ -230,15 +245,45 @@ def make_game(config: LearningConfig, rng: np.random.Generator) -> GridGame:
                        c.grid)
 
 
-def make_learning_model(config: LearningConfig, seed=None) -> Environment:
+def make_learning_model(config: LearningConfig, seed=None, start_run: int = 0) -> Environment:
     """The engine ``config.backend`` names: :class:`LearningModel` in this process, or the
     population split over Ray actors
-    (:class:`~privgames.environments.learning_shards.ShardedLearningModel`)."""
+    (:class:`~privgames.environments.learning_shards.ShardedLearningModel`); ``start_run``:
+    which of the population's ``starts`` it plays."""
     if config.backend == "ray":
         from privgames.environments.learning_shards import ShardedLearningModel
 
-        return ShardedLearningModel(config, seed)
-    return LearningModel(config, seed)
+        return ShardedLearningModel(config, seed, start_run=start_run)
+    return LearningModel(config, seed, start_run)
+
+
+#: The streams of a population's seed (``LearningModel``): types, the learners' draws, the
+#: release, the scales, the types drawn each round, the starts (one child per start run).
+TYPES, ACT, RELEASE, SCALES, ROUND_TYPES, START = range(6)
+
+
+def learner_units(costs: NDArray, own: NDArray, full: bool, span: NDArray, low: NDArray,
+                  high: NDArray, on: NDArray | None = None) -> tuple[NDArray, NDArray, bool]:
+    """Costs as the learner sees them, in its units: full information capped at the row's
+    smallest plus the span, over the span; bandit clipped to the range, over it; 0 for an
+    agent not ``on`` this round (its regret is unchanged). Also whether the cost some agent
+    on played (``own``) was capped or clipped (an infinite one included)."""
+    if full:
+        floor = costs.min(axis=1, keepdims=True)
+        raw = [(x - floor) / span[:, None] for x in (costs, own)]
+    else:
+        raw = [(x - low[:, None]) / (high - low)[:, None] for x in (costs, own)]
+    on = np.ones((costs.shape[0], 1), dtype=bool) if on is None else on[:, None]
+    with np.errstate(invalid="ignore"):
+        capped = bool(np.any(on & ~((raw[1] >= 0.0) & (raw[1] <= 1.0))))
+    return (*(np.where(on, np.clip(x, 0.0, 1.0), 0.0) for x in raw), capped)
+
+
+def expected_under(p: NDArray, costs: NDArray) -> NDArray:
+    """Each agent's expected cost under its mixed strategy (an infinite cost weighs only
+    where it is played with positive probability)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(p > 0, p * costs, 0.0).sum(axis=1)
 
 
 class Player(mesa.Agent):
@@ -273,19 +318,22 @@ class LearningModel(Environment):
             information, where only each client's row of its drawn type plays).
     """
 
-    def __init__(self, config: LearningConfig, seed=None) -> None:
+    def __init__(self, config: LearningConfig, seed=None, start_run: int = 0) -> None:
         super().__init__(config, seed)
         c = config
         base = self.rng.bit_generator.seed_seq
-        self.game = make_game(c, generator(child(base, 0)))
-        self._act_rng = generator(child(base, 1))  # the learners' own randomisation
-        self._release_rng = generator(child(base, 2))  # the simulated release (bandit costs)
-        self._type_rng = generator(child(base, 4))  # the types drawn each round (-bayes)
+        self.game = make_game(c, generator(child(base, TYPES)))
+        self._act_rng = generator(child(base, ACT))  # the learners' own randomisation
+        self._release_rng = generator(child(base, RELEASE))  # the release (bandit costs)
+        self._type_rng = generator(child(base, ROUND_TYPES))  # types drawn each round (-bayes)
         self.feedback = c.resolved_feedback
         g = self.game
-        self.span, self.low, self.high = g.scales(generator(child(base, 3)))
+        self.span, self.low, self.high = g.scales(generator(child(base, SCALES)))
+        self.start_run = start_run
+        start = start_actions(c.start, c.learner, g.grid.size,
+                              generator(child(base, START, start_run)).random(g.n))
         self.learner = make_grid_learner(c.learner, g.grid, g.n, c.rounds, self.feedback,
-                                         self.span, self.low, self.high, c.eta)
+                                         self.span, self.low, self.high, c.eta, start)
         self.references = g.references()
         self.predicted_name = next(iter(self.references))
         self.players = Player.create_agents(self, g.n, list(range(g.n)))
@@ -297,14 +345,23 @@ class LearningModel(Environment):
         self._mixed_total = np.zeros(g.n)  # of the learner's expected cost (its own draw)
         self._played_total = np.zeros(g.n)  # of the realized action's expected cost
         self._social_total, self._social_rounds = 0.0, 0
+        self._grid_game = np.zeros((g.n, m))  # the same three sums in the game's own units
+        self._mixed_game = np.zeros(g.n)
+        self._played_game = np.zeros(g.n)
+        self.infinite_cost_rounds = 0  # rounds where some agent's played cost was infinite
+        self.capped_rounds = 0  # rounds where some cost was capped into the learner's units
         self._iterate = self.learner.current()
         self.last_change = 0
         self._iterates: list[int] = []  # a hash of each round's last iterate
         self._of_iterate: dict[str, float] = {}  # its measurements, until it changes
         self.datacollector = mesa.DataCollector(model_reporters={
             "distance": LearningModel.distance, "nash_gap": LearningModel.nash_gap,
+            "nash_gap_relative": LearningModel.nash_gap_relative,
             "max_average_regret": LearningModel.max_average_regret,
-            "cce_gap": LearningModel.cce_gap, "social_cost": LearningModel.social_cost,
+            "cce_gap": LearningModel.cce_gap,
+            "max_average_regret_game_units": lambda m: m.max_average_regret("game"),
+            "cce_gap_game_units": lambda m: m.cce_gap("game"),
+            "social_cost": LearningModel.social_cost,
             "average_social_cost": LearningModel.average_social_cost})
 
     # --- protocol -------------------------------------------------------------------------
@@ -317,12 +374,21 @@ class LearningModel(Environment):
         feedback = costs if self.feedback == "full" else g.realized(values, self._release_rng)
         self.learner.observe(feedback, g.active)
         own = g.costs(values, values[:, None])
-        bounded, own_bounded = self._bounded(costs, own)
-        self._grid_total += bounded
-        played = own_bounded[:, 0]
-        self._played_total += played
-        self._mixed_total += (played if isinstance(self.learner, SPSA)
-                              else np.einsum("nm,nm->n", self.learner.drawn_from, bounded))
+        on = np.ones(g.n, dtype=bool) if g.active is None else g.active
+        bounded, own_bounded, capped = learner_units(costs, own, self.feedback == "full",
+                                                     self.span, self.low, self.high, on)
+        spsa = isinstance(self.learner, SPSA)
+        for grid_total, played_total, mixed_total, grid_costs, played in (
+                (self._grid_total, self._played_total, self._mixed_total, bounded,
+                 own_bounded[:, 0]),
+                (self._grid_game, self._played_game, self._mixed_game,
+                 np.where(on[:, None], costs, 0.0), np.where(on, own[:, 0], 0.0))):
+            grid_total += grid_costs
+            played_total += played
+            mixed_total += (played if spsa
+                            else expected_under(self.learner.drawn_from, grid_costs))
+        self.capped_rounds += capped
+        self.infinite_cost_rounds += bool(np.any(on & np.isinf(own[:, 0])))
         social = g.social_cost(values)
         if math.isfinite(social):
             self._social_total += social
@@ -337,20 +403,6 @@ class LearningModel(Environment):
             self._of_iterate.clear()
         self._iterates.append(hash(mode.tobytes()))
         self.datacollector.collect(self)
-
-    def _bounded(self, costs: NDArray, own: NDArray) -> tuple[NDArray, NDArray]:
-        """Costs as the learner sees them, in its units: full information capped at the
-        row's smallest plus the span, over the span; bandit clipped to the range, over it;
-        0 for an agent that did not play (its regret is unchanged)."""
-        on = (np.ones(self.game.n, dtype=bool) if self.game.active is None
-              else self.game.active)[:, None]
-        if self.feedback == "full":
-            floor = costs.min(axis=1, keepdims=True)
-            return tuple(np.where(on, np.minimum((x - floor) / self.span[:, None], 1.0), 0.0)
-                         for x in (costs, own))
-        width = (self.high - self.low)[:, None]
-        return tuple(np.where(on, np.clip((x - self.low[:, None]) / width, 0.0, 1.0), 0.0)
-                     for x in (costs, own))
 
     # --- the analyst's measurements ------------------------------------------------------------
     def opted_out(self) -> int:
@@ -377,18 +429,30 @@ class LearningModel(Environment):
         """The last iterate's largest unilateral deviation gain (in units of the span)."""
         return self._measured("nash_gap", lambda v: self.game.nash_gap(v, self.span))
 
-    def average_regrets(self) -> NDArray:
-        """Each agent's average external regret against its grid, in its learner's units:
-        its expected cost (under the strategy it drew from) minus its best fixed action's."""
-        return (self._mixed_total - self._grid_total.min(axis=1)) / max(self.steps, 1)
+    def nash_gap_relative(self) -> float:
+        """The last iterate's largest deviation gain as a fraction of the deviator's own cost
+        (absolute where that cost is 0): what ``converged`` is judged by."""
+        return self._measured("nash_gap_relative", self.game.nash_gap_relative)
 
-    def max_average_regret(self) -> float:
-        return float(self.average_regrets().max())
+    def average_regrets(self, units: str = "learner") -> NDArray:
+        """Each agent's average external regret against its grid: its expected cost (under
+        the strategy it drew from) minus its best fixed action's, in its learner's capped
+        units (``units="learner"``, where the bounds hold) or the game's own (``"game"``:
+        ``inf`` once a played strategy met an infinite cost a fixed action avoids)."""
+        mixed, grid = ((self._mixed_total, self._grid_total) if units == "learner"
+                       else (self._mixed_game, self._grid_game))
+        return deviation_gain(mixed, grid.min(axis=1)) / max(self.steps, 1)
 
-    def cce_gap(self) -> float:
+    def max_average_regret(self, units: str = "learner") -> float:
+        return float(self.average_regrets(units).max())
+
+    def cce_gap(self, units: str = "learner") -> float:
         """The CCE gap of the empirical joint play: the largest average gain any agent gets by
-        deviating to a fixed grid action from the rounds' realized actions (learner units)."""
-        gain = (self._played_total - self._grid_total.min(axis=1)) / max(self.steps, 1)
+        deviating to a fixed grid action from the rounds' realized actions (in the learner's
+        units, or the game's: see :meth:`average_regrets`)."""
+        played, grid = ((self._played_total, self._grid_total) if units == "learner"
+                        else (self._played_game, self._grid_game))
+        gain = deviation_gain(played, grid.min(axis=1)) / max(self.steps, 1)
         return float(max(gain.max(), 0.0))
 
     def social_cost(self) -> float:
@@ -413,7 +477,8 @@ class LearningModel(Environment):
 
     def outcome(self) -> dict:
         """Where the last iterate ended: ``converged`` (unchanged over the last tenth of the
-        rounds, and within ``tolerance`` of an equilibrium); ``reached``: the nearest theory
+        rounds, and no agent gains more than ``tolerance`` of its own cost by deviating:
+        :meth:`nash_gap_relative`); ``reached``: the nearest theory
         profile within ``tolerance``, else ``other equilibrium`` or ``none``; ``play``:
         ``converged``, ``stuck`` (unchanged, not an equilibrium), ``cycles`` (over the last
         tenth it keeps returning to profiles it left: at most half as many distinct ones as
@@ -421,7 +486,7 @@ class LearningModel(Environment):
         tol = self.config.tolerance
         tail = max(self.steps // 10, 1)
         stable = self.last_change <= self.steps - tail
-        converged = bool(stable and self.nash_gap() <= tol)
+        converged = bool(stable and self.nash_gap_relative() <= tol)
         mode = self.last_iterate()
         near = {name: self.game.distance(mode, ref) for name, ref in self.references.items()}
         name, gap = min(near.items(), key=lambda kv: kv[1])
@@ -439,5 +504,7 @@ class LearningModel(Environment):
         g = self.game
         return {"references": self.references,
                 "nash_gaps": {k: g.nash_gap(v, self.span) for k, v in self.references.items()},
+                "nash_gaps_relative": {k: g.nash_gap_relative(v)
+                                       for k, v in self.references.items()},
                 "social_costs": {k: g.social_cost(v) for k, v in self.references.items()},
                 "optimum": g.optimum()}

@@ -22,6 +22,7 @@ Each sum travels as one partial per block of 1,024 clients, so the bytes per rou
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -31,10 +32,14 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from privgames.agents.learners import SPSA, make_grid_learner
+from privgames.agents.learners import SPSA, make_grid_learner, start_actions
 from privgames.environments.base import Environment
 from privgames.environments.config import ConfigError
-from privgames.environments.learning_dynamics import AZUMA_DELTA
+from privgames.environments.learning_dynamics import (
+    AZUMA_DELTA,
+    expected_under,
+    learner_units,
+)
 from privgames.environments.shards import (
     BLOCK,
     BlockStreams,
@@ -43,18 +48,21 @@ from privgames.environments.shards import (
     block_sums,
     resolve_shards,
 )
-from privgames.environments.streams import as_seed_sequence
+from privgames.environments.streams import as_seed_sequence, child
 from privgames.mechanisms import pricing
 from privgames.mechanisms.learning_games import (
     _own_grid,
+    deviation_gain,
     grid_distance,
+    relative_gain,
     release_loss,
     scales_from,
     snap_to,
 )
 
-#: Streams of the population's seed: the types, the learners' draws, the release, the scales.
-TYPES, ACT, RELEASE, SCALES = range(4)
+#: Streams of the population's seed: the types, the learners' draws, the release, the scales,
+#: the starts (``(START, start_run)``, then the block).
+TYPES, ACT, RELEASE, SCALES, START = range(5)
 #: Rounds of realized costs at the grid's middle that set the bandit learners' ranges.
 SCALE_DRAWS = 64
 GAME = (1.0, 1.0, 1.0, 1.0)  # kappa, L_F, c, S: as LearningModel's pricing game
@@ -64,17 +72,18 @@ class PricingSlice:
     """Clients ``[start, stop)`` of the pricing game: their types, learner and partial sums."""
 
     def __init__(self, config: Any, seed: np.random.SeedSequence, start: int,
-                 stop: int) -> None:
+                 stop: int, start_run: int = 0) -> None:
         self.c, self.start, self.n = config, start, config.agents
         self.mle = config.aggregation == "mle"
         streams = [BlockStreams(seed, k, start, stop, self.n) for k in range(4)]
         self.act_stream, self.release_stream, self.scale_stream = streams[1:]
+        self.start_stream = BlockStreams(child(seed, START), start_run, start, stop, self.n)
         self.alpha = np.clip(streams[TYPES].normal(scale=config.alpha_std,
                                                    loc=config.alpha_mean), 0.01, 0.99)
         self.beta = np.zeros(self.alpha.size)
         self.grid_total = self.learner = self.reference = None
-        self.mixed_total = np.zeros(self.alpha.size)
-        self.played_total = np.zeros(self.alpha.size)
+        self.mixed_total, self.played_total = np.zeros(self.alpha.size), np.zeros(self.alpha.size)
+        self.mixed_game, self.played_game = np.zeros(self.alpha.size), np.zeros(self.alpha.size)
         self.mode: NDArray | None = None
         self.values = self.noise = None
 
@@ -123,10 +132,12 @@ class PricingSlice:
         self.span, self.low, self.high = scales_from(
             lo, hi, self._realized(self.middle, self._scale_noise, totals))
         c = self.c
+        start = start_actions(c.start, c.learner, self.grid.size, self.start_stream.uniform())
         self.learner = make_grid_learner(c.learner, self.grid, self.alpha.size, c.rounds,
                                          c.resolved_feedback, self.span, self.low, self.high,
-                                         c.eta)
+                                         c.eta, start)
         self.grid_total = np.zeros((self.alpha.size, self.grid.size))
+        self.grid_game = np.zeros((self.alpha.size, self.grid.size))
         self.mode = self.learner.current()
 
     # --- a round -----------------------------------------------------------------------------
@@ -150,22 +161,30 @@ class PricingSlice:
         feedback = costs if full else self._realized(v, self.noise, totals)
         self.learner.observe(feedback, None)
         own = self._costs(v, totals, v[:, None])
-        bounded, own_bounded = learner_units(costs, own, full, self.span, self.low, self.high)
-        self.grid_total += bounded
-        played = own_bounded[:, 0]
-        self.played_total += played
-        self.mixed_total += (played if isinstance(self.learner, SPSA)
-                             else np.einsum("nm,nm->n", self.learner.drawn_from, bounded))
+        bounded, own_bounded, capped = learner_units(costs, own, full, self.span, self.low,
+                                                     self.high)
+        spsa = isinstance(self.learner, SPSA)
+        for grid_total, played_total, mixed_total, grid_costs, played in (
+                (self.grid_total, self.played_total, self.mixed_total, bounded,
+                 own_bounded[:, 0]),
+                (self.grid_game, self.played_game, self.mixed_game, costs, own[:, 0])):
+            grid_total += grid_costs
+            played_total += played
+            mixed_total += (played if spsa
+                            else expected_under(self.learner.drawn_from, grid_costs))
         social = self._client_costs(v, totals)
         mode = self.learner.current()
         changed = not np.array_equal(mode, self.mode)
         self.mode = mode
-        best = self.grid_total.min(axis=1)
+        best, best_game = self.grid_total.min(axis=1), self.grid_game.min(axis=1)
         partials = self._profile_partials(mode, prefix="mode_")
         partials.sums["social"] = block_sums(social, self.start)
         partials.maxima.update({
-            "regret": float((self.mixed_total - best).max()),
-            "cce": float((self.played_total - best).max()),
+            "regret": float(deviation_gain(self.mixed_total, best).max()),
+            "cce": float(deviation_gain(self.played_total, best).max()),
+            "regret_game": float(deviation_gain(self.mixed_game, best_game).max()),
+            "cce_game": float(deviation_gain(self.played_game, best_game).max()),
+            "capped": float(capped), "infinite": float(np.isinf(own[:, 0]).any()),
             "distance": grid_distance(self.grid, mode, self.reference, True),
             "changed": float(changed)})
         partials.sums["mode_hash"] = block_hashes(mode, self.start)
@@ -181,11 +200,12 @@ class PricingSlice:
         m = self.mode if which == "mode" else self.reference
         own = self._costs(m, t, m[:, None])[:, 0]
         best = self._costs(m, t).min(axis=1)
-        with np.errstate(invalid="ignore"):
-            gain = np.where(np.isinf(own) & np.isinf(best), 0.0, own - best)
+        with np.errstate(over="ignore"):
+            gain = deviation_gain(own, best) / self.span
         return Partials({"social": block_sums(self._client_costs(m, t), self.start),
                          "opted_out": block_sums(np.isinf(m), self.start)},
-                        {"nash_gap": float(np.max(gain / self.span))})
+                        {"nash_gap": float(np.max(gain)),
+                         "nash_gap_relative": float(np.max(relative_gain(own, best)))})
 
     def iterate(self) -> NDArray:
         """These clients' last iterate (what ``history=true`` gathers)."""
@@ -295,19 +315,10 @@ class DriverState:
     of_iterate: dict = field(default_factory=dict)
     social_total: float = 0.0
     social_rounds: int = 0
+    capped_rounds: int = 0
+    infinite_cost_rounds: int = 0
     last_change: int = 0
     history: list[NDArray] | None = None
-
-
-def learner_units(costs: NDArray, own: NDArray, full: bool, span: NDArray, low: NDArray,
-                  high: NDArray) -> tuple[NDArray, NDArray]:
-    """Costs as the learner sees them, in its units: full information capped at the row's
-    smallest plus the span, over the span; bandit clipped to the range, over it."""
-    if full:
-        floor = costs.min(axis=1, keepdims=True)
-        return tuple(np.minimum((x - floor) / span[:, None], 1.0) for x in (costs, own))
-    width = (high - low)[:, None]
-    return tuple(np.clip((x - low[:, None]) / width, 0.0, 1.0) for x in (costs, own))
 
 
 def block_hashes(values: NDArray, start: int) -> NDArray:
@@ -327,7 +338,8 @@ class ShardedLearningModel(Environment):
             reference profile's name (``eq10``, or ``eq11`` with prices).
     """
 
-    def __init__(self, config: Any, seed=None, in_process: bool = False) -> None:
+    def __init__(self, config: Any, seed=None, in_process: bool = False,
+                 start_run: int = 0) -> None:
         super().__init__(config, seed)
         c = config
         if c.game != "pricing":
@@ -335,7 +347,8 @@ class ShardedLearningModel(Environment):
                               f"{c.game!r} runs with backend='vectorized'")
         base = as_seed_sequence(self.rng.bit_generator.seed_seq)
         backend = "vectorized" if in_process else c.backend
-        self.run_ = r = ShardedRun(PricingSlice, c, base, c.agents,
+        make = functools.partial(PricingSlice, start_run=start_run)
+        self.run_ = r = ShardedRun(make, c, base, c.agents,
                                    resolve_shards(c.shards, backend), backend,
                                    c.checkpoint_every)
         types = r.total("type_partials")
@@ -347,8 +360,9 @@ class ShardedLearningModel(Environment):
         r.call("set_scales", r.total("set_grid", -ext["neg_lo"], ext["hi"], delta11))
         self.predicted_name = "eq11" if c.pricing else "eq10"
         self.grid = r.call("grid_of")[0]
-        self.learner = make_grid_learner(c.learner, self.grid, 1, c.rounds,
-                                         c.resolved_feedback)  # for its bound's formula only
+        self.learner = make_grid_learner(  # for its bound's formula only
+            c.learner, self.grid, 1, c.rounds, c.resolved_feedback,
+            start=start_actions(c.start, c.learner, self.grid.size, np.zeros(1)))
         self.state = DriverState(history=[] if c.history else None)
         self._saved_state = (0, copy.deepcopy(self.state))
         if r.checkpoint_every and r.backend == "ray":
@@ -392,6 +406,8 @@ class ShardedLearningModel(Environment):
             if out["changed"]:
                 s.last_change = t
         s.hashes.append(out["mode_hash"])
+        s.capped_rounds += int(out["capped"])
+        s.infinite_cost_rounds += int(out["infinite"])
         if math.isfinite(out["social"]):
             s.social_total += out["social"]
             s.social_rounds += 1
@@ -399,7 +415,10 @@ class ShardedLearningModel(Environment):
             s.history.append(self.last_iterate())
         s.rows.append({
             "round": t, "distance": out["distance"], "nash_gap": s.of_iterate["nash_gap"],
+            "nash_gap_relative": s.of_iterate["nash_gap_relative"],
             "max_average_regret": out["regret"] / t, "cce_gap": max(out["cce"] / t, 0.0),
+            "max_average_regret_game_units": out["regret_game"] / t,
+            "cce_gap_game_units": max(out["cce_game"] / t, 0.0),
             "social_cost": s.of_iterate["social"],
             "average_social_cost": (s.social_total / s.social_rounds if s.social_rounds
                                     else math.inf)})
@@ -422,6 +441,17 @@ class ShardedLearningModel(Environment):
     def distance(self) -> float:
         return self.state.rows[-1]["distance"]
 
+    def nash_gap_relative(self) -> float:
+        return self.state.rows[-1]["nash_gap_relative"]
+
+    @property
+    def capped_rounds(self) -> int:
+        return self.state.capped_rounds
+
+    @property
+    def infinite_cost_rounds(self) -> int:
+        return self.state.infinite_cost_rounds
+
     def opted_out(self) -> int:
         """Clients whose last iterate is the opt-out."""
         return int(round(self.state.of_iterate["opted_out"]))
@@ -437,7 +467,7 @@ class ShardedLearningModel(Environment):
         tail = max(self.steps // 10, 1)
         s = self.state
         stable = s.last_change <= self.steps - tail
-        converged = bool(stable and s.of_iterate["nash_gap"] <= tol)
+        converged = bool(stable and s.of_iterate["nash_gap_relative"] <= tol)
         gap = self.distance()
         reached = self.predicted_name if stable and gap <= tol else (
             "other equilibrium" if converged else "none")
@@ -453,7 +483,9 @@ class ShardedLearningModel(Environment):
         r = self.run_
         at = r.total("measure", r.total("reference_partials"), "reference")
         name = self.predicted_name
-        return {"nash_gaps": {name: at["nash_gap"]}, "social_costs": {name: at["social"]},
+        return {"nash_gaps": {name: at["nash_gap"]},
+                "nash_gaps_relative": {name: at["nash_gap_relative"]},
+                "social_costs": {name: at["social"]},
                 "optimum": self.optimum_}
 
     def close(self) -> None:

@@ -119,14 +119,22 @@ class GridGame(ABC):
     def social_cost(self, values: NDArray) -> float:
         return float(np.sum(self.own_costs(values)))
 
+    def deviation(self, values: NDArray) -> tuple[NDArray, NDArray]:
+        """Each agent's expected cost at the profile and its best on the grid against it."""
+        return self.own_costs(values), self.costs(values).min(axis=1)
+
     def nash_gap(self, values: NDArray, scale: ArrayLike) -> float:
         """The largest gain of a unilateral deviation to a grid action, in units of each
         agent's ``scale`` (0 at a pure NE of the grid game)."""
-        own = self.own_costs(values)
-        best = self.costs(values).min(axis=1)
-        with np.errstate(invalid="ignore"):
-            gain = np.where(np.isinf(own) & np.isinf(best), 0.0, own - best)
-        return float(np.max(gain / np.asarray(scale, dtype=float)))
+        gain = deviation_gain(*self.deviation(values))
+        with np.errstate(over="ignore"):  # a gain beyond 1e308 spans is inf
+            return float(np.max(gain / np.asarray(scale, dtype=float)))
+
+    def nash_gap_relative(self, values: NDArray) -> float:
+        """The largest unilateral deviation gain as a fraction of the deviator's own cost
+        (absolute where that cost is 0): 0 at a pure NE of the grid game, 0.05 where some
+        agent would save 5 % of its cost."""
+        return float(np.max(relative_gain(*self.deviation(values))))
 
     def snap(self, values: ArrayLike) -> NDArray:
         """The nearest grid action of each value (on the game's scale)."""
@@ -136,6 +144,21 @@ class GridGame(ABC):
         """Largest distance of an agent's action from the reference's, as a fraction of the
         grid's finite width (an opt-out against a level counts 1)."""
         return grid_distance(self.grid, values, reference, self.log_scale)
+
+
+def deviation_gain(own: NDArray, best: NDArray) -> NDArray:
+    """``own - best``, 0 where both are infinite (no action escapes an infinite cost)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isinf(own) & np.isinf(best), 0.0, own - best)
+
+
+def relative_gain(own: NDArray, best: NDArray) -> NDArray:
+    """The deviation gain over ``|own|`` where the own cost is finite and non-zero, else the
+    gain itself (0 at a zero cost with nothing better; ``inf`` from an infinite cost that a
+    finite one escapes)."""
+    gain = deviation_gain(own, best)
+    scaled = np.isfinite(own) & (own != 0)
+    return np.where(scaled, gain / np.where(scaled, np.abs(own), 1.0), gain)
 
 
 def _on_scale(v: NDArray, log_scale: bool) -> NDArray:
@@ -653,12 +676,11 @@ class BayesPricingGame(GridGame):
     def _own(self, values: NDArray, interim: NDArray) -> NDArray:
         return interim[np.arange(self.n), np.asarray(values).astype(int)]
 
-    def nash_gap(self, values: NDArray, scale: ArrayLike) -> float:
-        """The largest interim gain of a row's deviation (0 at a BNE of the grid game)."""
+    def deviation(self, values: NDArray) -> tuple[NDArray, NDArray]:
+        """Each row's interim expected cost and its best interim cost on the grid (0 gain at
+        a BNE of the grid game)."""
         interim = self.interim_costs(values)
-        gain = self._own(values, interim) - interim.min(axis=1)
-        with np.errstate(over="ignore"):  # a gain beyond 1e308 spans is inf
-            return float(np.max(gain / np.asarray(scale, dtype=float)))
+        return self._own(values, interim), interim.min(axis=1)
 
     def social_cost(self, values: NDArray) -> float:
         """The expected ``sum_i J_i`` (prices are transfers) over the type profiles."""

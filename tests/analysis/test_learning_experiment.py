@@ -41,21 +41,39 @@ def test_summary_contract(capsys, tmp_path, game, learner, feedback):
 def test_best_response_in_bas_converges_to_its_equilibrium(capsys, tmp_path):
     s = _run(capsys, tmp_path, "game=bas", "learner=best_response")
     assert s["converged"] and s["final_distance"] == 0.0 and s["reached"] == {"nash": 2}
+    assert s["reached_share"]["nash"] == {"share": 1.0, "se": 0.0}
     verdicts = [c.verdict()[0] for c in learning_claims(s)]
-    assert verdicts[-1] == "holds"
+    assert verdicts[-1] == "bound"
+
+
+def _shares(reached: dict[str, int]) -> dict:
+    """Shares and binomial SEs written out: s, sqrt(s (1 - s) / n)."""
+    n = sum(reached.values())
+    return {k: {"share": v / n, "se": ((v / n) * (1 - v / n) / n) ** 0.5}
+            for k, v in reached.items()}
 
 
 def test_claims_are_computed_from_the_measurement():
     """The regret claim fails when the measured regret exceeds the bound, holds (as a bound)
-    when within; the convergence claim follows the measurement."""
+    when within; the selection claim is judged from the predicted profile's share of runs
+    and its SE: on both sides of one half minus 3 SE."""
+    reached = {"nash": 8, "other equilibrium": 2, "none": 0}
     run = {"game": "bas", "learner": "hedge", "feedback": "full", "regret_bound": 0.1,
            "max_average_regret": 0.05, "azuma": 0.01, "cce_gap": 0.04, "converged": True,
-           "final_distance": 0.0, "reached": {"nash": 1}, "predicted": "nash"}
-    ok = [c.verdict()[0] for c in learning_claims({"runs": [run], "tolerance": 0.05})]
-    assert ok == ["bound", "bound", "holds"]
-    bad = {**run, "max_average_regret": 0.2, "cce_gap": 0.5, "final_distance": 0.5}
-    assert [c.verdict()[0] for c in learning_claims({"runs": [bad], "tolerance": 0.05})] == [
-        "fails", "fails", "fails"]
+           "final_distance": 0.0, "reached": reached, "predicted": "nash",
+           "reached_share": _shares(reached), "pooled_runs": 10}
+    summary = {"runs": [run], "tolerance": 0.05, "start": "random"}
+    assert [c.verdict()[0] for c in learning_claims(summary)] == ["bound", "bound", "bound"]
+    # 2 of 10: 0.2 + 3 * sqrt(0.016) = 0.579 >= 0.5, inside the allowance; 1 of 10 is not
+    low = {**run, "reached_share": _shares({"nash": 2, "none": 8})}
+    assert learning_claims({**summary, "runs": [low]})[-1].verdict()[0] == "bound"
+    lower = {**run, "reached_share": _shares({"nash": 1, "none": 9})}
+    assert learning_claims({**summary, "runs": [lower]})[-1].verdict()[0] == "fails"
+    never = {**run, "reached_share": _shares({"nash": 0, "none": 10})}
+    assert learning_claims({**summary, "runs": [never]})[-1].verdict()[0] == "fails"
+    bad = {**run, "max_average_regret": 0.2, "cce_gap": 0.5}
+    assert [c.verdict()[0] for c in learning_claims({**summary, "runs": [bad]})][:2] == [
+        "fails", "fails"]
 
 
 LEARNERS = ("best_response", "fictitious", "hedge", "regret_matching", "exp3", "spsa")
