@@ -185,7 +185,7 @@ register(Experiment(
                       "spsa"]},
     exclude=({"game": "pricing-bayes", "learner": "spsa"},),
     defaults={"rounds": 500},
-    paper={"rounds": 2000, "populations": 4},
+    paper={"rounds": 2000, "populations": 4, "starts": 3},
     populations=2,
     plot=figure("learning_dynamics"),
     claims=learning_claims,

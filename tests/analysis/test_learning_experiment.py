@@ -4,7 +4,9 @@ its bad input."""
 from __future__ import annotations
 
 import json
+import math
 
+import numpy as np
 import pytest
 
 from privgames.analysis.cli import main
@@ -36,6 +38,28 @@ def test_summary_contract(capsys, tmp_path, game, learner, feedback):
     else:
         assert s["regret_bound"] is None
     assert sum(s["reached"].values()) == 2  # one outcome per population
+    assert s["start"] == "random" and s["pooled_runs"] == 2
+    assert sum(v["share"] for v in s["reached_share"].values()) == pytest.approx(1.0)
+    assert s["nash_gap_relative"] >= 0.0 and s["infinite_cost_rounds"] >= 0
+    assert s["cce_gap_game_units"] is None or s["cce_gap_game_units"] >= 0.0
+
+
+def test_ppsp_from_random_starts_reports_each_references_share_and_judges_theorem4(
+        capsys, tmp_path):
+    """Three starts per population: six runs, each ending at one outcome; the share of
+    Theorem 4's profile has its binomial SE and is judged by a claim."""
+    s = _run(capsys, tmp_path, "game=ppsp", "learner=regret_matching", "start=random",
+             "starts=3")
+    assert s["pooled_runs"] == 6 and sum(s["reached"].values()) == 6
+    shares = s["reached_share"]
+    assert set(shares) == {"theorem4", "other equilibrium", "none"}
+    for name, v in shares.items():
+        assert v["share"] == s["reached"].get(name, 0) / 6
+        assert v["se"] == pytest.approx(math.sqrt(v["share"] * (1 - v["share"]) / 6))
+    claim = learning_claims(s)[-1]
+    assert "theorem4" in claim.claim and claim.measured == shares["theorem4"]["share"]
+    assert claim.verdict()[0] == ("bound" if shares["theorem4"]["share"] + 3 * shares[
+        "theorem4"]["se"] >= 0.5 else "fails")
 
 
 def test_best_response_in_bas_converges_to_its_equilibrium(capsys, tmp_path):
@@ -112,3 +136,30 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, sets, needle):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err and "Traceback" not in err
+
+
+def test_the_figure_has_a_row_per_game_feedback_groups_symlog_regret_and_basins(capsys,
+                                                                                  tmp_path):
+    """Problem 6: one row per game; the regret panel keeps negative values (symlog) and draws
+    each no-regret learner's bound beside it; bandit learners are drawn dash-dotted and listed
+    after the full-information ones; the basins panel's bars sum to one per learner."""
+    import pandas as pd
+
+    from privgames.analysis.plots import learning_dynamics
+
+    _run(capsys, tmp_path, "game=[\"bas\", \"sar\"]",
+         "learner=[\"exp3\", \"hedge\", \"best_response\"]")
+    rows = pd.read_parquet(tmp_path / "learning-dynamics.parquet")
+    fig = learning_dynamics(rows)
+    axes = np.array(fig.axes[:6]).reshape(2, 3)
+    assert [ax.get_yscale() for ax in axes[:, 1]] == ["symlog", "symlog"]
+    assert all(ax.get_ylim()[0] < 0 for ax in axes[:, 1])
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["hedge (full)", "best_response (full)", "exp3 (bandit)"]
+    styles = {line.get_label(): line.get_linestyle() for line in axes[0, 0].get_lines()}
+    assert styles["exp3 (bandit)"] == "-." and styles["hedge (full)"] == "-"
+    assert len(axes[0, 1].get_lines()) == 1 + 2 * 2  # the zero line, two learners x 2
+    widths = np.zeros(3)
+    for bar in axes[0, 2].patches:
+        widths[round(bar.get_y() + bar.get_height() / 2)] += bar.get_width()
+    np.testing.assert_allclose(widths, 1.0)
