@@ -11,7 +11,7 @@ import pytest
 
 from privgames.analysis.cli import main
 from privgames.analysis.experiments import get
-from privgames.analysis.learning import learning_claims
+from privgames.analysis.learning import learning_claims, reached_shares
 
 
 def _run(capsys, tmp_path, *sets):
@@ -163,3 +163,17 @@ def test_the_figure_has_a_row_per_game_feedback_groups_symlog_regret_and_basins(
     for bar in axes[0, 2].patches:
         widths[round(bar.get_y() + bar.get_height() / 2)] += bar.get_width()
     np.testing.assert_allclose(widths, 1.0)
+
+
+def test_reached_shares_written_out():
+    """3 of 8 runs at ``nash``, 1 at another equilibrium, 4 at none: shares 3/8, 1/8, 4/8 with
+    SE sqrt(s (1 - s) / 8); a reference never reached has share 0 and SE 0."""
+    import pandas as pd
+
+    ended = pd.Series(["nash"] * 3 + ["other equilibrium"] + ["none"] * 4)
+    shares = reached_shares(ended, ["nash", "theorem1"])
+    assert list(shares) == ["nash", "theorem1", "other equilibrium", "none"]
+    for name, count in (("nash", 3), ("theorem1", 0), ("other equilibrium", 1), ("none", 4)):
+        s = count / 8
+        assert shares[name]["share"] == s
+        assert shares[name]["se"] == pytest.approx(math.sqrt(s * (1 - s) / 8), rel=1e-12)
