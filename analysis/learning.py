@@ -49,6 +49,7 @@ def _trace_and_outcome(model: Any, config: LearningConfig) -> pd.DataFrame:
             **{k: float(final[k]) for k in ("max_average_regret_game_units",
                                             "cce_gap_game_units")},
             "infinite_cost_rounds": float(model.infinite_cost_rounds),
+            "settled_round": settled_round(trace["distance"].to_numpy(), config.tolerance),
             "capped_rounds": float(model.capped_rounds),
             "predicted_nash_gap_relative":
                 predicted["nash_gaps_relative"][model.predicted_name],
@@ -57,10 +58,22 @@ def _trace_and_outcome(model: Any, config: LearningConfig) -> pd.DataFrame:
             "predicted_nash_gap": predicted["nash_gaps"][model.predicted_name],
             "optimum_social_cost": predicted["optimum"],
             **{k: v for k, v in outcome.items() if k.startswith("distance_")}}
+    subgame = getattr(model, "subgame_gap_relative", lambda: None)()
+    if subgame is not None:
+        last["subgame_gap_relative"] = subgame
     end = pd.DataFrame({"round": config.rounds, "metric": list(last), "value": list(last.values())})
     return pd.concat([rows, end], ignore_index=True).assign(
         feedback=config.resolved_feedback, reached=outcome["reached"], play=outcome["play"],
         predicted=model.predicted_name)
+
+
+def settled_round(distance: np.ndarray, tolerance: float) -> float:
+    """The first round from which the last iterate stays within ``tolerance`` of the
+    predicted profile to the end (``nan`` when the last round is not)."""
+    outside = np.flatnonzero(distance > tolerance)
+    if outside.size and outside[-1] == distance.size - 1:
+        return float("nan")
+    return float(outside[-1] + 2 if outside.size else 1)
 
 
 def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
@@ -102,6 +115,8 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
             "regret_bound": value("regret_bound"),
             "cce_gap": value("cce_gap"), "azuma": value("azuma"),
             "nash_gap": value("nash_gap"), "nash_gap_relative": value("nash_gap_relative"),
+            "subgame_gap_relative": value("subgame_gap_relative"),
+            "settled_round": value("settled_round", "median"),
             "converged": bool(value("converged", "min") == 1.0),
             "opted_out": value("opted_out", "mean"),
             "max_average_regret_game_units": value("max_average_regret_game_units"),
@@ -134,7 +149,8 @@ def learning_claims(s: Mapping[str, Any]) -> list[Claim]:
     largest average regret (plus the Azuma-Hoeffding allowance between realized and expected
     play), both in the learner's capped units, where the bounds hold; and the selection:
     the last iterate reaches the predicted profile in at least half of the runs from the
-    configured starts (its share and binomial SE, the other references' shares beside)."""
+    configured starts (its share and binomial SE, the other references' shares beside); in
+    the sequential chain, subgame perfection of the last iterate."""
     out = []
     for r in s["runs"]:
         where = f"{r['game']}, {r['learner']} ({r['feedback']})"
@@ -153,6 +169,11 @@ def learning_claims(s: Mapping[str, Any]) -> list[Claim]:
                          f"{r['pooled_runs']} runs (shares of the rest: {others}; play: "
                          f"{_reached(r.get('play', {}))})", 0.5, share["share"],
                          se=share["se"], kind="at_least"))
+        if r.get("subgame_gap_relative") is not None:
+            out.append(Claim(f"{where}: the last iterate is subgame perfect, as Theorem 1's "
+                             "profile: no user's reply at any state, reached or not, gains "
+                             "more than the tolerance of its own cost (largest relative gain)",
+                             s["tolerance"], r["subgame_gap_relative"], kind="at_most"))
     return out
 
 
@@ -180,10 +201,11 @@ register(Experiment(
     config_type=LearningConfig,
     run_unit=learning_unit,
     summarize=learning_summary,
-    grid={"game": ["bas", "sar", "ppsp", "pricing", "pricing-bayes"],
+    grid={"game": ["bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes"],
           "learner": ["best_response", "fictitious", "hedge", "regret_matching", "exp3",
                       "spsa"]},
-    exclude=({"game": "pricing-bayes", "learner": "spsa"},),
+    exclude=({"game": "pricing-bayes", "learner": "spsa"},
+             {"game": "bas-sequential", "learner": "spsa"}),
     defaults={"rounds": 500},
     paper={"rounds": 2000, "populations": 4, "starts": 3},
     populations=2,

@@ -35,6 +35,8 @@ from privgames.environments.config import (
     check_real,
 )
 from privgames.environments.streams import child, generator
+from privgames.mechanisms import chain
+from privgames.mechanisms.bas_sequential import BASSequentialGame
 from privgames.mechanisms.learning_games import (
     BASGame,
     BayesPricingGame,
@@ -48,7 +50,7 @@ from privgames.mechanisms.learning_games import (
 from privgames.mechanisms.pricing import AGGREGATIONS
 from privgames.mechanisms.pricing_bayes import BinaryGame
 
-GAMES = ("bas", "sar", "ppsp", "pricing", "pricing-bayes")
+GAMES = ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes")
 ATTACKERS = ("weak", "strong")
 WEIGHTINGS = ("equal", "unequal")
 BACKENDS = ("vectorized", "ray")
@@ -61,7 +63,11 @@ class LearningConfig:
     """One population learning one game.
 
     Attributes:
-        game: ``bas`` (chain users' noise variance), ``sar`` (participation), ``ppsp`` (ring
+        game: ``bas`` (chain users' noise variance, the stage game played simultaneously),
+            ``bas-sequential`` (the same users in chain order, the leader first, each
+            follower replying to the running level it receives: one learner row per follower
+            and observed state, Theorem 1's subgame-perfect profile the reference), ``sar``
+            (participation), ``ppsp`` (ring
             nodes' noise scale ``c``), ``pricing`` (FL clients' noise ``sigma``) or
             ``pricing-bayes`` (pricing FL under incomplete information: clients with a binary
             type drawn every round report a type and choose ``sigma``; the agents are the
@@ -139,14 +145,16 @@ class LearningConfig:
         and actions double, and the interim expectations (a few MB a pass) cost about four
         times the rest."""
         bayes = self.game == "pricing-bayes"
+        sequential = self.game == "bas-sequential"  # a row per follower and state
         if self.backend == "ray":
             return self._shard_footprint()
-        rows = self.agents * (2 if bayes else 1)
+        rows = self.agents * (2 if bayes else self.grid_points if sequential else 1)
         cells = float(rows) * self.grid_points * (2 if bayes else 1)
         return Footprint.of(self, [(("agents", "grid_points"), 80.0 * cells),
                                    (("agents", "rounds"), 9.0 * rows * self.rounds),
                                    (("agents",), 2000.0 * rows + (8e6 if bayes else 0))],
-                            30.0 * cells * self.rounds * (5 if bayes else 1) * self.starts)
+                            30.0 * cells * self.rounds * self.starts
+                            * (5 if bayes else 3 * self.agents if sequential else 1))
 
     def _shard_footprint(self) -> Footprint:
         """With ``backend=ray``, the largest shard's arrays (about nine ``agents/shards x
@@ -168,9 +176,11 @@ class LearningConfig:
         check_int("rounds", self.rounds, 2)
         check_int("grid_points", self.grid_points, 2)
         if self.grid is not None:
-            if self.game == "sar":
-                raise ConfigError("grid is not allowed with game='sar': its actions are take "
-                                  "part (1) or opt out (0)")
+            if self.game in ("sar", "bas-sequential"):
+                raise ConfigError(f"grid is not allowed with game={self.game!r}: " + (
+                    "its actions are take part (1) or opt out (0)" if self.game == "sar" else
+                    "its followers observe the running level on the even default grid "
+                    "(set grid_points)"))
             opt_out = self.game == "pricing" and self.aggregation == "mle"  # not in -bayes
             object.__setattr__(self, "grid", tuple(check_levels(self.grid, opt_out).tolist()))
             if len(self.grid) < 2:
@@ -219,6 +229,10 @@ class LearningConfig:
             raise ConfigError("learner='spsa' is not allowed with game='pricing-bayes': its "
                               "action includes a discrete report, and a client's row plays "
                               "only in the rounds of its type")
+        if self.game == "bas-sequential" and self.learner == "spsa":
+            raise ConfigError("learner='spsa' is not allowed with game='bas-sequential': a "
+                              "follower's row plays only in the rounds its state comes up, "
+                              "and SPSA's two-round perturbation needs every round")
 
     @property
     def resolved_feedback(self) -> str:
@@ -231,6 +245,9 @@ def make_game(config: LearningConfig, rng: np.random.Generator) -> GridGame:
     c, n = config, config.agents
     if c.game == "bas":
         return BASGame(rng.uniform(0.0, c.beta_max, n), c.d, c.grid_points, c.grid)
+    if c.game == "bas-sequential":  # Stage 1-2: truthful bids, the top bidder not first
+        beta = rng.uniform(0.0, c.beta_max, n)
+        return BASSequentialGame(beta[chain.bas_order(beta, rng)], c.d, c.grid_points)
     if c.game == "sar":
         return SARGame(n, c.p, c.attacker)
     if c.game == "ppsp":
@@ -370,6 +387,7 @@ class LearningModel(Environment):
         g = self.game
         g.begin_round(self._type_rng)
         values = self.learner.act(self._act_rng)
+        g.played(values)
         costs = g.costs(values)
         feedback = costs if self.feedback == "full" else g.realized(values, self._release_rng)
         self.learner.observe(feedback, g.active)
@@ -433,6 +451,14 @@ class LearningModel(Environment):
         """The last iterate's largest deviation gain as a fraction of the deviator's own cost
         (absolute where that cost is 0): what ``converged`` is judged by."""
         return self._measured("nash_gap_relative", self.game.nash_gap_relative)
+
+    def subgame_gap_relative(self) -> float | None:
+        """In a sequential game, the last iterate's largest deviation gain of any row at its
+        state, reached or not (relative to its own cost; 0 at a subgame-perfect profile);
+        ``None`` in a simultaneous game."""
+        if not hasattr(self.game, "subgame_gap_relative"):
+            return None
+        return self._measured("subgame_gap_relative", self.game.subgame_gap_relative)
 
     def average_regrets(self, units: str = "learner") -> NDArray:
         """Each agent's average external regret against its grid: its expected cost (under

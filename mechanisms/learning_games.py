@@ -16,7 +16,8 @@ Each game gives, for every agent at once:
 
 The stage games are simultaneous: each agent's cost is the paper's, evaluated at everyone's
 current action. For the BAS chain that makes the first user's equilibrium ``m beta_1`` (it no
-longer anticipates the followers, as in Theorem 1's subgame-perfect NE), so both are given.
+longer anticipates the followers, as in Theorem 1's subgame-perfect NE), so both are given;
+:mod:`privgames.mechanisms.bas_sequential` plays the chain as the sequential game it is.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class GridGame(ABC):
     def begin_round(self, rng: np.random.Generator) -> None:
         """Draw what is drawn before a round is played (nothing in a game of complete
         information; the types under incomplete information)."""
+        return None
+
+    def played(self, values: NDArray) -> None:
+        """What the round's actions decide of who plays (a sequential game's path; nothing
+        in a simultaneous game)."""
         return None
 
     def middle(self) -> NDArray:

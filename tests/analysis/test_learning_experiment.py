@@ -104,13 +104,15 @@ LEARNERS = ("best_response", "fictitious", "hedge", "regret_matching", "exp3", "
 
 
 def test_default_grid_is_every_game_and_learner_the_game_allows():
-    """Every game and learner but SPSA under incomplete information, which the grid leaves out
-    when one of the two is swept, and refuses when both are set."""
+    """Every game and learner but SPSA under incomplete information and in the sequential
+    chain, which the grid leaves out when one of the two is swept, and refuses when both are
+    set."""
     e = get("learning-dynamics")
     points = e.points(e.resolve())
     assert {(p["game"], p["learner"]) for p in points} == {
-        (g, learner) for g in ("bas", "sar", "ppsp", "pricing", "pricing-bayes")
-        for learner in LEARNERS} - {("pricing-bayes", "spsa")}
+        (g, learner) for g in ("bas", "bas-sequential", "sar", "ppsp", "pricing",
+                               "pricing-bayes")
+        for learner in LEARNERS} - {("pricing-bayes", "spsa"), ("bas-sequential", "spsa")}
     swept = e.points(e.resolve({"game": "pricing-bayes"}))
     assert [p["learner"] for p in swept] == [x for x in LEARNERS if x != "spsa"]
     assert [p["game"] for p in e.points(e.resolve({"learner": "spsa"}))] == [
