@@ -510,6 +510,9 @@ def learning_agents(env: LearningModel) -> Figure:
     fig, ax = _figure()
     g = env.game
     mode, nash = env.last_iterate(), env.references[env.predicted_name]
+    if env.config.game == "bas-sequential":  # the users on the path, at the states they get
+        rows = g.path(mode)[0]
+        mode, nash = mode[rows], nash[rows]
     index = lambda v: np.searchsorted(g.grid, v)  # noqa: E731 - the grid position of a value
     x = np.arange(1, mode.size + 1)
     ax.scatter(x, index(mode), c=index(mode), cmap="viridis", vmin=0, vmax=g.grid.size - 1,
@@ -522,6 +525,9 @@ def learning_agents(env: LearningModel) -> Figure:
         ax.axvline(mode.size / 2 + 0.5, color="grey", linewidth=0.8)
         who, xlabel = (f"{mode.size // 2} clients x 2 types",
                        "client's row: type L (left), type H (right)")
+    elif env.config.game == "bas-sequential":
+        who, xlabel = (f"{mode.size} users", "user in chain order (leader first), its reply "
+                       "at the level it receives")
     ax.set(xlabel=xlabel, ylabel="action (grid)",
            title=f"{env.config.game}: {who}, round {env.steps}")
     ax.legend(fontsize="small")
@@ -549,6 +555,7 @@ def learning_measures(env: LearningModel) -> Figure:
 
 def learning_readings(env: LearningModel) -> dict[str, float]:
     return {"rounds": env.steps, "distance to the NE": env.distance(),
+            "largest deviation gain (of own cost)": env.nash_gap_relative(),
             "largest average regret": env.max_average_regret() if env.steps else math.nan,
             "CCE gap": env.cce_gap() if env.steps else math.nan}
 
@@ -586,8 +593,8 @@ PAGES: dict[str, Page] = {page.route: page for page in (
          apes_agents, apes_measures, apes_readings, fixed={"n": 1000, "rounds": 30},
          display_max={"n": 20000, "C": 5.0, "rounds": 200, "samples": 100}),
     Page("learning", "Learning dynamics", LearningModel, LearningConfig,
-         ("game", "learner", "feedback", "agents", "rounds", "grid_points", "aggregation",
-          "pricing"),
+         ("game", "learner", "feedback", "start", "agents", "rounds", "grid_points",
+          "aggregation", "pricing"),
          learning_agents, learning_measures, learning_readings,
          fixed={"agents": 12, "rounds": 300},
          display_max={"agents": 1000, "rounds": 5000, "grid_points": 101}),

@@ -119,6 +119,25 @@ def test_the_learning_page_draws_each_client_row_under_incomplete_information():
     assert labels[0].startswith("L ") and labels[-1].startswith("H ")
 
 
+def test_the_learning_page_draws_the_sequential_chain_on_its_path():
+    """bas-sequential: one point per user in chain order (not per follower and state), each
+    the reply on the path of the last iterate, beside Theorem 1's reply at the same state."""
+    page = PAGES["learning"]
+    model = PageModel.of(page)(**{**page.defaults(), "game": "bas-sequential", "agents": 5,
+                                  "learner": "best_response", "grid_points": 9})
+    for _ in range(3):
+        model.step()
+    env = model.env
+    figure = page.agents(env)
+    learned, theory = (c.get_offsets()[:, 1] for c in figure.axes[0].collections[:2])
+    rows = env.game.path(env.last_iterate())[0]
+    np.testing.assert_array_equal(learned, np.searchsorted(env.game.grid,
+                                                           env.last_iterate()[rows]))
+    np.testing.assert_array_equal(theory, np.searchsorted(
+        env.game.grid, env.references["theorem1"][rows]))
+    assert page.readings(env)["largest deviation gain (of own cost)"] == env.nash_gap_relative()
+
+
 def test_the_sar_page_judges_attacks_at_the_users_still_taking_part():
     """Eq (31)/(32) depend on the participants' count: once users opt out, the page's theory
     is the config's prediction at that count, not at the configured K."""
