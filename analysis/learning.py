@@ -43,11 +43,10 @@ def _trace_and_outcome(model: Any, config: LearningConfig) -> pd.DataFrame:
     rows = trace.iloc[keep].melt(id_vars="round", value_vars=list(TRACE), var_name="metric")
     outcome = model.outcome()
     predicted = model.predicted()
-    final = trace.iloc[-1]
     last = {"final_distance": model.distance(), "converged": float(outcome["converged"]),
             "opted_out": float(model.opted_out()),
-            **{k: float(final[k]) for k in ("max_average_regret_game_units",
-                                            "cce_gap_game_units")},
+            "max_average_regret_game_units": model.max_average_regret("game"),
+            "cce_gap_game_units": model.cce_gap("game"),
             "infinite_cost_rounds": float(model.infinite_cost_rounds),
             "settled_round": settled_round(trace["distance"].to_numpy(), config.tolerance),
             "capped_rounds": float(model.capped_rounds),

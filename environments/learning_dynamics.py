@@ -375,10 +375,7 @@ class LearningModel(Environment):
             "distance": LearningModel.distance, "nash_gap": LearningModel.nash_gap,
             "nash_gap_relative": LearningModel.nash_gap_relative,
             "max_average_regret": LearningModel.max_average_regret,
-            "cce_gap": LearningModel.cce_gap,
-            "max_average_regret_game_units": lambda m: m.max_average_regret("game"),
-            "cce_gap_game_units": lambda m: m.cce_gap("game"),
-            "social_cost": LearningModel.social_cost,
+            "cce_gap": LearningModel.cce_gap, "social_cost": LearningModel.social_cost,
             "average_social_cost": LearningModel.average_social_cost})
 
     # --- protocol -------------------------------------------------------------------------
@@ -465,9 +462,9 @@ class LearningModel(Environment):
         the strategy it drew from) minus its best fixed action's, in its learner's capped
         units (``units="learner"``, where the bounds hold) or the game's own (``"game"``:
         ``inf`` once a played strategy met an infinite cost a fixed action avoids)."""
-        mixed, grid = ((self._mixed_total, self._grid_total) if units == "learner"
-                       else (self._mixed_game, self._grid_game))
-        return deviation_gain(mixed, grid.min(axis=1)) / max(self.steps, 1)
+        if units == "learner":  # capped: finite
+            return (self._mixed_total - self._grid_total.min(axis=1)) / max(self.steps, 1)
+        return deviation_gain(self._mixed_game, self._grid_game.min(axis=1)) / max(self.steps, 1)
 
     def max_average_regret(self, units: str = "learner") -> float:
         return float(self.average_regrets(units).max())
@@ -476,10 +473,11 @@ class LearningModel(Environment):
         """The CCE gap of the empirical joint play: the largest average gain any agent gets by
         deviating to a fixed grid action from the rounds' realized actions (in the learner's
         units, or the game's: see :meth:`average_regrets`)."""
-        played, grid = ((self._played_total, self._grid_total) if units == "learner"
-                        else (self._played_game, self._grid_game))
-        gain = deviation_gain(played, grid.min(axis=1)) / max(self.steps, 1)
-        return float(max(gain.max(), 0.0))
+        if units == "learner":  # capped: finite
+            gain = self._played_total - self._grid_total.min(axis=1)
+        else:
+            gain = deviation_gain(self._played_game, self._grid_game.min(axis=1))
+        return float(max(gain.max() / max(self.steps, 1), 0.0))
 
     def social_cost(self) -> float:
         """The social cost of the last iterate."""

@@ -444,6 +444,15 @@ class ShardedLearningModel(Environment):
     def nash_gap_relative(self) -> float:
         return self.state.rows[-1]["nash_gap_relative"]
 
+    def max_average_regret(self, units: str = "learner") -> float:
+        """As :meth:`LearningModel.max_average_regret`, as of the last round."""
+        return self.state.rows[-1]["max_average_regret" + ("" if units == "learner"
+                                                             else "_game_units")]
+
+    def cce_gap(self, units: str = "learner") -> float:
+        """As :meth:`LearningModel.cce_gap`, as of the last round."""
+        return self.state.rows[-1]["cce_gap" + ("" if units == "learner" else "_game_units")]
+
     @property
     def capped_rounds(self) -> int:
         return self.state.capped_rounds
