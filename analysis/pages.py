@@ -92,6 +92,8 @@ class Page:
         the config's validator and its meaning as the label's tooltip-free suffix."""
         values = self.values()
         meaning = meanings(self.config_type)
+        optional = {f.name for f in dataclasses.fields(self.config_type)
+                    if "None" in str(f.type)}
         out: dict[str, dict[str, Any]] = {"seed": {"type": "SliderInt", "value": 0, "min": 0,
                                                    "max": 99, "step": 1, "label": "seed"}}
         for name, value in self.defaults().items():
@@ -99,6 +101,8 @@ class Page:
             text = meaning[name].replace("``", "")
             label = f"{name}: {text}" if len(text) <= 40 else name
             kind = allowed.kind if allowed is not None and value is not None else "text"
+            if name in optional and kind in ("int", "real"):  # a slider cannot say "none"
+                kind, label = "text", f"{label} (null: none)"
             if name in self.choices:
                 out[name] = {"type": "Select", "value": value,
                              "values": list(self.choices[name]()), "label": label}

@@ -63,7 +63,8 @@ class APESConfig:
             with replacement from half the data; the other half is the test set).
         data: ``None`` for scikit-learn's digits, or an MNIST ``.npz`` / IDX folder.
         delta_s, delta_prime: the shuffling bound's delta and Proposition 1's ``delta'``.
-        groups: user groups (noise streams; Ray tasks); backend: ``vectorized`` or ``ray``.
+        groups: user groups (noise streams; Ray tasks; ``None``: 4, or ``n`` when fewer
+            users); backend: ``vectorized`` or ``ray``.
     """
 
     n: int = 500
@@ -79,7 +80,7 @@ class APESConfig:
     data: str | None = None
     delta_s: float = 1e-8
     delta_prime: float = 1e-5
-    groups: int = 4
+    groups: int | None = None
     backend: str = "vectorized"
 
     def __post_init__(self) -> None:
@@ -100,6 +101,8 @@ class APESConfig:
                               "a folder with its IDX files (or leave it unset for the digits)")
         check_real("delta_s", self.delta_s, 0.0, 1.0, low_open=True, high_open=True)
         check_real("delta_prime", self.delta_prime, 0.0, 1.0, low_open=True, high_open=True)
+        if self.groups is None:  # the default follows n, so that n < 4 needs no groups
+            object.__setattr__(self, "groups", min(4, self.n))
         check_int("groups", self.groups, 1, self.n)
         check_choice("backend", self.backend, BACKENDS)
 

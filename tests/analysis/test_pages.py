@@ -90,6 +90,39 @@ def test_text_inputs_take_json():
     assert model.env.config.leave_node == 4 and model.env.config.join_at is None
 
 
+@pytest.mark.slow
+def test_every_page_builds_at_its_inputs_ends():
+    """At each slider's ends the page builds its environment, or its message names an input
+    the page shows (not a parameter it does not show: APES at n = 2 once named groups)."""
+    import re
+
+    for page in PAGES.values():
+        for name, spec in page.model_params().items():
+            if name == "seed" or spec["type"] not in ("SliderInt", "SliderFloat"):
+                continue
+            for value in (spec["min"], spec["max"]):
+                if page.route == "learning" and name == "agents" and value > 100:
+                    continue  # 1,000 agents: the page's largest, built in the browser tests
+                model = PageModel.of(page)(**{**page.defaults(), name: value})
+                named = re.match(r"[\w/]+", model.error or "")
+                assert model.error is None or set(named.group().split("/")) <= set(
+                    page.inputs), (page.route, name, value, model.error)
+
+
+def test_the_asynchronous_ring_is_reachable_from_the_page():
+    """leave_at and join_at may be none (the config's default): the page offers them as text
+    that takes null, so protocol=async (which refuses events) can be chosen and runs."""
+    page = PAGES["ppsp"]
+    params = page.model_params()
+    for name in ("leave_at", "join_at"):
+        assert params[name]["type"] == "InputText" and "null" in params[name]["label"]
+    model = PageModel.of(page)(**{**page.defaults(), "protocol": "async", "leave_at": "null",
+                                  "join_at": "null"})
+    assert model.error is None and model.env.config.protocol == "async"
+    model.step()
+    assert model.env.steps == 1
+
+
 def test_the_pricing_page_draws_clients_who_opt_out():
     """Under the MLE rule without prices clients free-ride: the page keeps them visible."""
     page = PAGES["pricing"]

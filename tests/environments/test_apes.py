@@ -253,3 +253,11 @@ def test_s_apes_analyzer_uses_the_more_accurate_rescale(sparsify, budget):
               for s in (1.0, cfg.d / cfg.b)]
     assert model.gradient_error == pytest.approx(min(errors), rel=1e-12)
     assert max(errors) > 1.5 * min(errors)
+
+
+def test_two_users_need_no_groups_setting_and_too_many_groups_are_named():
+    """n = 2 (the page's smallest) runs with the default groups (min(4, n)); groups above n
+    is refused by its own name."""
+    assert APESConfig(n=2).groups == 2 and APESConfig(n=500).groups == 4
+    with pytest.raises(ConfigError, match=r"groups=5 is out of range"):
+        APESConfig(n=2, groups=5)
