@@ -58,8 +58,9 @@ def _trace_and_outcome(model: Any, config: LearningConfig) -> pd.DataFrame:
             "optimum_social_cost": predicted["optimum"],
             **{k: v for k, v in outcome.items() if k.startswith("distance_")}}
     subgame = getattr(model, "subgame_gap_relative", lambda: None)()
-    if subgame is not None:
+    if subgame is not None:  # the sequential chain: subgame perfection, the path's levels
         last["subgame_gap_relative"] = subgame
+        last.update(model.game.path_summary(model.last_iterate()))
     end = pd.DataFrame({"round": config.rounds, "metric": list(last), "value": list(last.values())})
     return pd.concat([rows, end], ignore_index=True).assign(
         feedback=config.resolved_feedback, reached=outcome["reached"], play=outcome["play"],
@@ -89,7 +90,10 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
     run whose played cost was infinite (``infinite_cost_rounds``) or capped
     (``capped_rounds``). One combination: its numbers at the top level. ``opted_out``: the
     mean number of agents whose last iterate is the opt-out (pricing FL under the MLE
-    rule)."""
+    rule). In the sequential chain, ``subgame_gap_relative`` (the largest gain of any
+    follower's reply at any state, reached or not), and, over runs, the mean
+    ``leader_steps_below`` Theorem 1's level and ``total_over_theorem1`` (the release's total
+    variance over Theorem 1's)."""
     rounds = int(params["rounds"])
     by = [c for c in ("game", "learner") if c in rows] + ["feedback"]
     run_keys = [c for c in ("population", "start_run") if c in rows]
@@ -115,6 +119,8 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
             "cce_gap": value("cce_gap"), "azuma": value("azuma"),
             "nash_gap": value("nash_gap"), "nash_gap_relative": value("nash_gap_relative"),
             "subgame_gap_relative": value("subgame_gap_relative"),
+            "leader_steps_below": value("leader_steps_below", "mean"),
+            "total_over_theorem1": value("total_over_theorem1", "mean"),
             "settled_round": value("settled_round", "median"),
             "converged": bool(value("converged", "min") == 1.0),
             "opted_out": value("opted_out", "mean"),

@@ -145,6 +145,14 @@ class BASSequentialGame(GridGame):
         its own cost (0 at a subgame-perfect profile)."""
         return float(np.max(relative_gain(*super().deviation(values))))
 
+    def path_summary(self, values: NDArray) -> dict[str, float]:
+        """On the path of ``values``: the leader's level in grid steps below Theorem 1's (``m
+        max beta``, the grid's top) and the release's total variance over Theorem 1's."""
+        sigma2 = self.path(np.asarray(values, dtype=float))[1]
+        step = self.grid[1] - self.grid[0]
+        return {"leader_steps_below": float(round((self.grid[-1] - sigma2[0]) / step)),
+                "total_over_theorem1": float(sigma2.sum() / self.grid[-1])}
+
     def social_cost(self, values: NDArray) -> float:
         """Eq (14) summed over the users, on the round's path."""
         return chain.social_cost(self.path(np.asarray(values, dtype=float))[1], self.beta)

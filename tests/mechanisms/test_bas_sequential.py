@@ -75,6 +75,9 @@ def test_path_and_the_rows_that_play():
     game.played(values)
     assert np.flatnonzero(game.active).tolist() == [0, 1 + 1, 1 + 5 + 3]
     np.testing.assert_allclose(game.path(values)[1], [game.grid[1], game.grid[2], game.grid[4]])
+    # the leader three steps below the top (m max beta = M), the total (1 + 2 + 4) / 4 of it
+    assert game.path_summary(values) == pytest.approx(
+        {"leader_steps_below": 3.0, "total_over_theorem1": 7 / 4})
 
 
 def test_realized_costs_replace_the_total_by_one_releases_squared_error():
