@@ -91,7 +91,7 @@ class AnalystConfig:
 
     def arm_budgets(self) -> NDArray:
         """Each arm's budget sequence ``(arms, N)``."""
-        return np.stack([allocate(s, self.N, self.epsilon) for s in self.strategies])
+        return np.stack([allocate(s, self.N, self.epsilon, n_name="N") for s in self.strategies])
 
     def footprint(self) -> Footprint:
         """k-means: one workload per analyst holds ``(analysts, points)`` labels; sums: the

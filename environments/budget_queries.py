@@ -90,7 +90,7 @@ class NoiseConfig:
         return self.U_s
 
     def budgets(self) -> NDArray:
-        return allocate(self.strategy, self.N, self.epsilon, self.r, self.t, self.us_for_N())
+        return allocate(self.strategy, self.N, self.epsilon, self.r, self.t, self.us_for_N(), "N")
 
     def footprint(self) -> Footprint:
         """The ``(rounds, N)`` noise block; work: its draws."""
@@ -141,12 +141,12 @@ class CollusionConfig:
             check_real("epsilon_n", self.epsilon_n, 0.0, low_open=True)
         check_bool("positive", self.positive)
         strategy, _ = parse_method(self.method)
-        allocate(strategy, self.queries, self.epsilon, self.r, self.t, self.U_s)
+        allocate(strategy, self.queries, self.epsilon, self.r, self.t, self.U_s, "queries")
 
     def footprint(self) -> Footprint:
         """About six ``(trials, users, queries)`` arrays; work: the answers' draws."""
         cells = float(self.trials) * self.users * self.queries
-        return Footprint(48.0 * cells, cells, "trials")
+        return Footprint.of(self, [(("trials", "users", "queries"), 48.0 * cells)], cells)
 
 
 class CollusionModel(Environment):
@@ -170,7 +170,7 @@ class CollusionModel(Environment):
         super().__init__(config, own)
         c = config
         self.strategy, self.protection = parse_method(c.method)
-        self.base = allocate(self.strategy, c.queries, c.epsilon, c.r, c.t, c.U_s)
+        self.base = allocate(self.strategy, c.queries, c.epsilon, c.r, c.t, c.U_s, "queries")
         rows = np.broadcast_to(self.base, (c.trials * c.users, c.queries))
         self.budgets = protect(rows, self.protection, generator(protection_seed),
                                strategy=self.strategy, epsilon_n=c.epsilon_n,

@@ -77,7 +77,7 @@ class KMeansConfig:
     def budgets(self) -> NDArray:
         """The announced budget sequence of the ``iterations`` iterations."""
         return allocate(parse_method(self.method)[0], self.iterations, self.epsilon, self.r,
-                        self.t, self.U_s)
+                        self.t, self.U_s, "iterations")
 
     def footprint(self) -> Footprint:
         """A label block (at most 64 MiB), the score block (8 MiB), the points and the

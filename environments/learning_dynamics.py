@@ -194,7 +194,7 @@ class LearningConfig:
         check_choice("start", self.start, STARTS)
         check_int("starts", self.starts, 1)
         check_real("tolerance", self.tolerance, 0.0, 1.0, low_open=True)
-        check_real("beta_max", self.beta_max, 0.0, low_open=True)
+        check_real("beta_max", self.beta_max, 0.0, 1e100, low_open=True)  # alpha = beta^1.5
         check_int("d", self.d, 1)
         check_real("p", self.p, 0.0, 1.0, high_open=True)
         check_choice("attacker", self.attacker, ATTACKERS)

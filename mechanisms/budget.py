@@ -134,12 +134,14 @@ _BASE: dict[str, Callable[[int, float, float], NDArray]] = {
 
 
 def proportions(strategy: str, n: int, epsilon: float = 1.0, r: float | None = None,
-                t: float | None = None, U_s: float | None = None) -> NDArray:
+                t: float | None = None, U_s: float | None = None,
+                n_name: str = "n") -> NDArray:
     """The calibrated proportions ``k_i*`` (summing to 1) of ``strategy`` for ``n`` queries.
 
     ``ac-X`` compounds ``X`` with the average (eq 29-30) so that every term is acceptable for
     the noise bound ``U_s`` (default: the middle of Lemma 3's interval, as the paper sets it);
-    a ``U_s`` outside the interval is refused with the bounds in the message.
+    a ``U_s`` outside the interval is refused with the bounds in the message. ``n_name``: what
+    the caller calls ``n`` (``queries``, ``iterations``), for the messages.
     """
     check_int("n", n, 1)
     check_real("epsilon", epsilon, 0.0, low_open=True)
@@ -148,31 +150,35 @@ def proportions(strategy: str, n: int, epsilon: float = 1.0, r: float | None = N
                           + ", ".join(STRATEGIES))
     r, t = _params(n, r, t)
     if not strategy.startswith("ac-"):
-        return _representable(_BASE[strategy](n, r, t), strategy, n, r, t)
-    k = _representable(_BASE[strategy[3:]](n, r, t), strategy, n, r, t)
+        return _representable(_BASE[strategy](n, r, t), strategy, n, r, t, n_name)
+    k = _representable(_BASE[strategy[3:]](n, r, t), strategy, n, r, t, n_name)
     low, high = us_interval(k, epsilon)
     U_s = (low + high) / 2 if U_s is None else U_s
-    check_real("U_s", U_s, low, high)
+    if not low <= U_s <= high:  # the interval scales as 1 / epsilon: name both
+        raise ConfigError(f"U_s={U_s!r} is out of range for epsilon={epsilon:g} and "
+                          f"{n_name}={n}: Lemma 3's interval is [{low!r}, {high!r}] (it "
+                          "scales as 1/epsilon); change epsilon or give U_s inside", "U_s")
     alpha = acceptable_alpha(k, epsilon, U_s)
     return np.full(n, 1.0 / n) if math.isinf(alpha) else compound(k, alpha)
 
 
-def _representable(k: NDArray, strategy: str, n: int, r: float, t: float) -> NDArray:
+def _representable(k: NDArray, strategy: str, n: int, r: float, t: float,
+                   n_name: str) -> NDArray:
     """``k`` if its smallest term is a normal positive float, else a :class:`ConfigError`: a
     series that steep (small ``r``, tiny ``t``, bisection over ~1,000 queries) gives budgets
     below 1e-308, i.e. noise no query could use."""
     if float(k.min()) < np.finfo(float).tiny:
-        raise ConfigError(f"strategy={strategy!r} with n={n}, r={r:.6g}, t={t:.6g}: the smallest "
-                          "budget underflows (below 1e-308 of epsilon); use fewer queries or a "
-                          "flatter series (r closer to 1, larger t)")
+        raise ConfigError(f"{n_name}={n} with strategy={strategy!r}, r={r:.6g}, t={t:.6g}: "
+                          "the smallest budget underflows (below 1e-308 of epsilon); lower "
+                          f"{n_name} or use a flatter series (r closer to 1, larger t)", n_name)
     return k
 
 
 def allocate(strategy: str, n: int, epsilon: float, r: float | None = None,
-             t: float | None = None, U_s: float | None = None) -> NDArray:
+             t: float | None = None, U_s: float | None = None, n_name: str = "n") -> NDArray:
     """The budget vector ``epsilon_i = k_i* epsilon`` (eq 5): positive, summing to at most
     ``epsilon`` (Theorem 4; rounded down by an ulp where floating point would exceed it)."""
-    return _at_most(epsilon * proportions(strategy, n, epsilon, r, t, U_s), epsilon)
+    return _at_most(epsilon * proportions(strategy, n, epsilon, r, t, U_s, n_name), epsilon)
 
 
 def _at_most(budgets: NDArray, epsilon: float) -> NDArray:

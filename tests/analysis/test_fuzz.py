@@ -212,7 +212,7 @@ def test_a_rare_type_gets_its_cost_scale(tmp_path, capsys):
 @pytest.mark.parametrize("name, raised", [
     ("learning-dynamics", "rounds=1000000000"), ("learning-dynamics", "grid_points=100000000"),
     ("learning-dynamics", "agents=100000000"), ("pricing-fl", "rounds=1000000000"),
-    ("pricing-fl", "N=100000000"),
+    ("pricing-fl", "N=100000000"), ("budget-collusion", "users=1000000000"),
 ])
 def test_the_memory_guard_names_the_parameter_the_user_raised(name, raised, tmp_path, capsys):
     assert main(["run", name, "--set", raised, "--workers", "0", "--out", str(tmp_path)]) == 2
@@ -220,3 +220,25 @@ def test_the_memory_guard_names_the_parameter_the_user_raised(name, raised, tmp_
     key = raised.split("=")[0]
     assert len(err) == 1 and err[0].startswith(f"privgames: error: {raised} needs about")
     assert err[0].endswith(f"lower {key}")
+
+
+@pytest.mark.parametrize("name, sets, lead, names", [
+    ("dp-kmeans", ["iterations=1000000"], "iterations=1000000", "lower iterations"),
+    ("budget-collusion", ["queries=1000000", "method=bisection"], "queries=1000000",
+     "lower queries"),
+    ("budget-noise", ["epsilon=1e-300"], "U_s=30.0 is out of range for epsilon=1e-300",
+     "change epsilon"),
+    ("learning-dynamics", ["beta_max=1e308"], "beta_max=1e+308 is out of range", "beta_max"),
+])
+def test_a_failure_names_the_parameter_that_drives_it(name, sets, lead, names, tmp_path,
+                                                      capsys):
+    """Issue 32, part 5: the series' length is the parameter the user calls it, not the
+    strategy; Lemma 3's interval moves with epsilon, and the message says so; BAS's
+    preferences have a range, not the learners' internal cost span."""
+    args = ["run", name, "--workers", "0", "--out", str(tmp_path)]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"privgames: error: {lead}"), err
+    assert names in err[0] and "span" not in err[0] and "strategy=" not in err[0].split(":")[1]
