@@ -174,9 +174,24 @@ class Experiment:
                                   f"known parameters are {', '.join(sorted(params))}")
             params[key] = value
         check_int("populations", params["populations"], 1)
-        for point in self.points(params):
+        points = self.points(params)
+        for point in points:
             self.config(params, point)  # validate every grid point before anything runs
+        self._check_used(overrides or {}, params, points)
         return params
+
+    def _check_used(self, overrides: Mapping[str, Any], params: Mapping[str, Any],
+                    points: list[dict[str, Any]]) -> None:
+        """Refuse a parameter the user set that no grid point uses (a config names its
+        owners as ``OWNERS = (field, {parameter: values of field that use it})``)."""
+        field_name, owners = getattr(self.config_type, "OWNERS", (None, {}))
+        chosen = {point.get(field_name, params.get(field_name)) for point in points}
+        for key in overrides:
+            if key in owners and not chosen & set(owners[key]):
+                using = ", ".join(owners[key])
+                raise ConfigError(f"{key}={overrides[key]!r} is not used by {field_name}="
+                                  f"{'/'.join(map(str, sorted(chosen)))}: it is a parameter of "
+                                  f"{field_name}={using}", key)
 
     def points(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The grid points: dicts over the swept parameters (one empty dict if no grid)."""

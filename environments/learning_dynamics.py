@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import mesa
 import numpy as np
@@ -138,6 +139,15 @@ class LearningConfig:
     shards: int | str = 1
     history: bool = False
     checkpoint_every: int = 25
+
+    #: Which games use a game's own parameter (a run setting one that none of its games
+    #: uses is refused by name).
+    OWNERS: ClassVar[tuple[str, dict[str, tuple[str, ...]]]] = ("game", {
+        "beta_max": ("bas", "bas-sequential"), "d": ("bas", "bas-sequential"),
+        "p": ("sar",), "attacker": ("sar",), "weighting": ("ppsp",), "spread": ("ppsp",),
+        "aggregation": ("pricing", "pricing-bayes"), "pricing": ("pricing", "pricing-bayes"),
+        "alpha_mean": ("pricing",), "alpha_std": ("pricing",), "alpha_L": ("pricing-bayes",),
+        "alpha_H": ("pricing-bayes",), "p_low": ("pricing-bayes",)})
 
     def footprint(self) -> Footprint:
         """The learners' and the analyst's ``(agents, grid)`` arrays, the played history;

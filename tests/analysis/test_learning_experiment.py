@@ -103,6 +103,13 @@ def test_claims_are_computed_from_the_measurement():
 LEARNERS = ("best_response", "fictitious", "hedge", "regret_matching", "exp3", "spsa")
 
 
+def test_a_game_parameter_is_taken_where_some_swept_game_uses_it(capsys, tmp_path):
+    """alpha_std with game=[bas, pricing]: the pricing populations use it, so the run goes."""
+    s = _run(capsys, tmp_path, 'game=["bas", "pricing"]', "learner=best_response",
+             "alpha_std=0.3", "rounds=20")
+    assert {r["game"] for r in s["runs"]} == {"bas", "pricing"}
+
+
 def test_default_grid_is_every_game_and_learner_the_game_allows():
     """Every game and learner but SPSA under incomplete information and in the sequential
     chain, which the grid leaves out when one of the two is swept, and refuses when both are
@@ -130,6 +137,11 @@ def test_default_grid_is_every_game_and_learner_the_game_allows():
     (["game=pricing-bayes", "learner=spsa"], "learner='spsa' is not allowed with "
                                              "game='pricing-bayes'"),
     (["game=pricing-bayes", "learner=hedge", "p_low=0"], "p_low=0 is out of range"),
+    (["game=bas", "alpha_std=0.3"], "alpha_std=0.3 is not used by game=bas: it is a parameter "
+                                     "of game=pricing"),
+    (["game=[\"sar\", \"ppsp\"]", "beta_max=2"], "beta_max=2 is not used by game=ppsp/sar"),
+    (["game=bas-sequential", "learner=spsa"], "learner='spsa' is not allowed with "
+                                              "game='bas-sequential'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, sets, needle):
     args = ["run", "learning-dynamics", "--workers", "0", "--out", str(tmp_path)]
