@@ -123,6 +123,12 @@ class PricingConfig:
         check_real("alpha_mean", self.alpha_mean, 0.0, 1.0)
         check_real("alpha_std", self.alpha_std, 0.0)
         check_real("alpha_floor", self.alpha_floor, 0.0, 0.5, low_open=True, high_open=True)
+        drawn = {"alpha_mean": 0.5, "alpha_std": 0.2, "alpha_floor": 0.01}  # the defaults
+        moved = [k for k, v in drawn.items() if getattr(self, k) != v]
+        if self.alpha is not None and moved:  # pricing-fig1 sweeps alpha_std
+            raise ConfigError(f"alpha={list(self.alpha)!r} fixes the clients' sensitivities, so "
+                              f"{moved[0]}={getattr(self, moved[0])!r} (of the drawn ones) is not"
+                              " used: give one of the two", "alpha")
         for name in ("kappa", "L_F", "c", "S"):
             check_real(name, getattr(self, name), 0.0, low_open=True)
         check_bool("pricing", self.pricing)

@@ -242,3 +242,14 @@ def test_a_failure_names_the_parameter_that_drives_it(name, sets, lead, names, t
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"privgames: error: {lead}"), err
     assert names in err[0] and "span" not in err[0] and "strategy=" not in err[0].split(":")[1]
+
+
+def test_a_fixed_alpha_with_the_drawn_ones_spread_is_refused(tmp_path, capsys):
+    """Issue 32, part 6: pricing-fig1 sweeps alpha_std, which a fixed alpha makes unused (the
+    sweep would be flat): one line naming alpha."""
+    alpha = "[" + ", ".join(["0.3", "0.6"] * 10) + "]"
+    assert main(["run", "pricing-fig1", "--set", f"alpha={alpha}", "--workers", "0", "--out",
+                 str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("privgames: error: alpha=[0.3, 0.6")
+    assert "alpha_std=0.0 (of the drawn ones) is not used" in err[0]
