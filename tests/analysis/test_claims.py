@@ -34,6 +34,29 @@ def test_bounds_report_slack_or_fail():
     assert Claim("b", 1.0, 0.5, kind="at_least").verdict()[0] == "fails"
 
 
+@pytest.mark.parametrize("kind,sign", [("at_most", 1.0), ("at_least", -1.0)])
+def test_a_bound_allows_three_standard_errors_or_the_tolerance_and_no_more(kind, sign):
+    """Both sides of each threshold: 2.99 SE past the bound is a bound, 3.01 SE fails; without
+    an SE the tolerance plays the same part; with neither, the bound is exact."""
+    past = lambda d: 1.0 + sign * d  # noqa: E731 - a measurement d beyond the bound 1.0
+    assert Claim("b", 1.0, past(0.299), se=0.1, kind=kind).verdict()[0] == "bound"
+    assert Claim("b", 1.0, past(0.301), se=0.1, kind=kind).verdict()[0] == "fails"
+    assert Claim("b", 1.0, past(0.0499), tolerance=0.05, kind=kind).verdict()[0] == "bound"
+    assert Claim("b", 1.0, past(0.0501), tolerance=0.05, kind=kind).verdict()[0] == "fails"
+    assert Claim("b", 1.0, past(1e-12), kind=kind).verdict()[0] == "fails"
+    assert Claim("b", 1.0, past(0.0), kind=kind).verdict()[0] == "bound"
+
+
+def test_equality_on_both_sides_of_three_standard_errors_and_the_tolerance():
+    for sign in (1.0, -1.0):
+        assert Claim("x", 1.0, 1.0 + sign * 0.2999, se=0.1).verdict()[0] == "holds"
+        assert Claim("x", 1.0, 1.0 + sign * 0.3001, se=0.1).verdict()[0] == "fails"
+        assert Claim("x", 1.0, 1.0 + sign * 0.0099, tolerance=0.01).verdict()[0] == "holds"
+        assert Claim("x", 1.0, 1.0 + sign * 0.0101, tolerance=0.01).verdict()[0] == "fails"
+    assert Claim("x", 1.0, 1.0, se=0.0).verdict()[0] == "holds"  # exact
+    assert Claim("x", 1.0, 1.0 + 1e-15, se=0.0).verdict()[0] == "fails"
+
+
 def test_paper_epsilon_is_a_bound_only_inside_eq3s_range():
     assert gaussian_epsilon_claim("r", exact=0.6, paper=0.8).verdict()[0] == "bound"
     verdict, detail = gaussian_epsilon_claim("r", exact=67.0, paper=39.0).verdict()
