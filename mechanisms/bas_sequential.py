@@ -97,26 +97,43 @@ class BASSequentialGame(GridGame):
         return total
 
     # --- the game's interface -----------------------------------------------------------------
+    def _parts(self, values: NDArray) -> tuple[NDArray, NDArray]:
+        """Every row's total variance and privacy cost for each grid action, ``(n, m)`` each
+        (the last profile's are kept: a round asks for them several times)."""
+        key = values.tobytes()
+        if getattr(self, "_cached", (None,))[0] != key:
+            prefix = self.grid[self.state][:, None] * (self.user > 0)[:, None] + self.grid
+            alpha = self.alpha[self.user][:, None]
+            with np.errstate(divide="ignore"):
+                privacy = np.where(alpha > 0, alpha / np.sqrt(prefix), 0.0)
+            self._cached = (key, self._totals(values, prefix), privacy)
+        return self._cached[1], self._cached[2]
+
+    def _columns(self, candidates: ArrayLike | None) -> NDArray:
+        """The grid indices of ``candidates`` (``(n, k)`` grid levels; ``None``: all)."""
+        if candidates is None:
+            return np.broadcast_to(np.arange(self.grid.size), (self.n, self.grid.size))
+        c = np.asarray(candidates, dtype=float)
+        index = np.clip(np.searchsorted(self.grid, c), 0, self.grid.size - 1)
+        if not np.array_equal(self.grid[index], c):
+            raise ConfigError("bas-sequential evaluates grid actions only")
+        return index
+
     def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
         """Each row's cost of each candidate at its state, the later followers replying by
         ``values`` (off the path too: what the row would pay if its state came up)."""
-        v = np.asarray(values, dtype=float)
-        cand = (np.broadcast_to(self.grid, (self.n, self.grid.size)) if candidates is None
-                else np.asarray(candidates, dtype=float))
-        prefix = self.grid[self.state][:, None] * (self.user > 0)[:, None] + cand
-        total = self._totals(v, prefix)
-        alpha = self.alpha[self.user][:, None]
-        with np.errstate(divide="ignore"):
-            privacy = np.where(alpha > 0, alpha / np.sqrt(prefix), 0.0)
-        return total + privacy
+        total, privacy = self._parts(np.asarray(values, dtype=float))
+        columns = self._columns(candidates)
+        return np.take_along_axis(total + privacy, columns, axis=1)
 
     def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
         """Each row's cost with the accuracy term replaced by one release's squared error per
         coordinate, ``S chi^2_d / d`` (one release a round, its ``S`` the row's total)."""
         v = np.asarray(values, dtype=float)
-        own = self.costs(v, v[:, None])[:, 0]
-        prefix = self.grid[self.state] * (self.user > 0) + v
-        total = self._totals(v, prefix[:, None])[:, 0]
+        total, privacy = self._parts(v)
+        played = self._columns(v[:, None])
+        total = np.take_along_axis(total, played, axis=1)[:, 0]
+        own = total + np.take_along_axis(privacy, played, axis=1)[:, 0]
         return own - total + total * rng.chisquare(self.d) / self.d
 
     def references(self) -> dict[str, NDArray]:
