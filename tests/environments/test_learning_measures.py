@@ -189,3 +189,22 @@ def test_rounds_of_infinite_cost_make_the_game_unit_gap_infinite():
     assert math.isinf(model.cce_gap("game")) and math.isinf(model.max_average_regret("game"))
     assert 0.0 <= model.cce_gap() <= 1.0 and model.max_average_regret() <= 1.0
     assert model.capped_rounds >= infinite
+
+
+def test_drawn_type_profiles_follow_the_prior():
+    """Past 7 clients the interim expectations run over 128 type profiles drawn from the prior:
+    each client is L (type 0) in a share eta of them (within 4 SE over the 128 x N draws,
+    fixed seed), each profile weighs 1/128, and the clients' types are independent (the
+    count of L types per profile has the binomial variance N eta (1 - eta), within 3 SE of a
+    sample variance of 128, 3 sqrt(2 / 127) = 38 %)."""
+    from privgames.mechanisms.learning_games import TYPE_PROFILES
+
+    config = LearningConfig(game="pricing-bayes", agents=10, p_low=0.3, rounds=2)
+    game = LearningModel(config, 5).game
+    profiles, weights = game.profiles, game.profile_weights
+    assert profiles.shape == (TYPE_PROFILES, 10)
+    np.testing.assert_allclose(weights, 1.0 / TYPE_PROFILES)
+    share = float(np.mean(profiles == 0))
+    assert abs(share - 0.3) < 4 * math.sqrt(0.3 * 0.7 / profiles.size)
+    counts = (profiles == 0).sum(axis=1)
+    assert counts.var(ddof=1) == pytest.approx(10 * 0.3 * 0.7, rel=3 * math.sqrt(2 / 127))

@@ -114,3 +114,24 @@ def test_bad_input():
         pb.BinaryGame(N=5, alpha_L=0.2, alpha_H=0.6, eta=1.0)
     with pytest.raises(ValueError, match=r"0 < alpha_L < alpha_H < 1"):
         pb.BinaryGame(N=5, alpha_L=0.6, alpha_H=0.6, eta=0.5)
+
+
+@pytest.mark.parametrize("N,eta", [(5, 0.3), (12, 0.4), (40, 0.7)])
+def test_report_probabilities_written_out(N, eta):
+    """Q_L = sum_k Binom(k; N-1, eta) p(k+1) and Q_H = sum_k Binom(k; N-1, eta) p(k), with
+    p(n) = Binom(n; N, eta) the probability of the reported count (the reward's factor)."""
+    game = pb.BinaryGame(N=N, alpha_L=0.2, alpha_H=0.7, eta=eta, aggregation="mean")
+    k = np.arange(N)
+    others = binom.pmf(k, N - 1, eta)
+    want = [np.sum(others * binom.pmf(k + 1, N, eta)), np.sum(others * binom.pmf(k, N, eta))]
+    np.testing.assert_allclose(pb.report_probabilities(game), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("rho", [(0, 0), (1, 1), (0, 1)])
+def test_case_equilibrium_is_a_fixed_point_of_the_best_responses(rho):
+    """Lemmas 1-3's symmetric profile: each type's best noise against it is itself, to 1e-6
+    (the iteration stops at a relative step of 1e-8 after its damping halves the step)."""
+    mech = pb.design(GAME)["mechanism"]
+    s = pb.case_equilibrium(GAME, mech, rho)
+    best = np.array([pb.best_noise(GAME, mech, t, rho[t], rho, s)[0] for t in (0, 1)])
+    np.testing.assert_allclose(best, s, rtol=1e-6)
