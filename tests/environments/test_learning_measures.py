@@ -208,3 +208,25 @@ def test_drawn_type_profiles_follow_the_prior():
     assert abs(share - 0.3) < 4 * math.sqrt(0.3 * 0.7 / profiles.size)
     counts = (profiles == 0).sum(axis=1)
     assert counts.var(ddof=1) == pytest.approx(10 * 0.3 * 0.7, rel=3 * math.sqrt(2 / 127))
+
+
+def test_ties_go_to_the_lowest_action():
+    """The documented tie rule: best response, fictitious play and Hedge's mode take the
+    lowest of equally cheap actions; the last iterate is that action's level."""
+    grid = np.array([1.0, 2.0, 3.0, 4.0])
+    costs = np.array([[0.5, 0.2, 0.2, 0.9], [0.3, 0.3, 0.3, 0.3]])
+    for name in ("best_response", "fictitious", "hedge"):
+        start = None if name == "hedge" else np.array([3, 3])  # Hedge: its uniform prior
+        learner = make_grid_learner(name, grid, 2, 10, start=start)
+        learner.act(np.random.default_rng(0))
+        learner.observe(costs)
+        np.testing.assert_array_equal(learner.current(), [2.0, 1.0])
+
+
+def test_the_last_iterate_is_each_agents_most_likely_action():
+    """Not only on the grid: the action the learner's own strategy weighs most (Hedge's
+    smallest cumulative cost), agent by agent."""
+    model = LearningModel(LearningConfig(game="ppsp", learner="hedge", agents=6, rounds=50),
+                          2).run()
+    p = model.learner.probabilities()
+    np.testing.assert_array_equal(model.last_iterate(), model.game.grid[p.argmax(axis=1)])
