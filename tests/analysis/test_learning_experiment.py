@@ -191,3 +191,21 @@ def test_reached_shares_written_out():
         s = count / 8
         assert shares[name]["share"] == s
         assert shares[name]["se"] == pytest.approx(math.sqrt(s * (1 - s) / 8), rel=1e-12)
+
+
+def test_the_summary_pools_runs_as_it_says(capsys, tmp_path):
+    """Per (game, learner): regret, CCE gap and nash gaps are the largest over the runs' last
+    rounds, the distance their mean, converged only when every run converged (read here from
+    the rows, one value per run)."""
+    import pandas as pd
+
+    s = _run(capsys, tmp_path, "game=sar", "learner=hedge", "starts=2")
+    rows = pd.read_parquet(tmp_path / "learning-dynamics.parquet")
+    final = rows[rows["round"] == 300].pivot_table(index=["population", "start_run"],
+                                                   columns="metric", values="value")
+    assert len(final) == 4
+    for key in ("max_average_regret", "cce_gap", "nash_gap_relative", "regret_bound"):
+        assert s[key] == final[key].max()
+    assert s["final_distance"] == pytest.approx(final["final_distance"].mean(), rel=1e-12)
+    assert s["converged"] == bool(final["converged"].min() == 1.0)
+    assert s["infinite_cost_rounds"] == int(final["infinite_cost_rounds"].max())

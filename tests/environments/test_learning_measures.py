@@ -17,7 +17,7 @@ from privgames.environments.learning_dynamics import LearningConfig, LearningMod
 from privgames.mechanisms import chain, pricing
 from privgames.mechanisms.learning_games import relative_gain
 
-GAMES = ("bas", "sar", "ppsp", "pricing", "pricing-bayes")
+GAMES = ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes")
 
 
 # --- starts ------------------------------------------------------------------------------------
@@ -230,3 +230,30 @@ def test_the_last_iterate_is_each_agents_most_likely_action():
                           2).run()
     p = model.learner.probabilities()
     np.testing.assert_array_equal(model.last_iterate(), model.game.grid[p.argmax(axis=1)])
+
+
+def test_regret_is_recomputed_from_the_strategies_played():
+    """Not only below its bound: the reported average regret equals the one written out from
+    each round's mixed strategy and every grid action's eq (14) cost given the others' draws
+    (capped units: shifted by the row's smallest, over the span, capped at 1), so an
+    under-reported regret fails too."""
+    config = LearningConfig(game="bas", learner="regret_matching", agents=4, rounds=60)
+    model = LearningModel(config, 8)
+    beta, grid, span = model.game.beta, model.game.grid, model.span
+    expected, fixed = np.zeros(4), np.zeros((4, grid.size))
+    for _ in range(config.rounds):
+        model.step()
+        played = model.played
+        table = np.empty((4, grid.size))
+        for i in range(4):
+            for j, a in enumerate(grid):
+                deviated = played.copy()
+                deviated[i] = a
+                with np.errstate(divide="ignore"):
+                    table[i, j] = chain.user_costs(deviated, beta)[i]
+        capped = np.minimum((table - table.min(axis=1, keepdims=True)) / span[:, None], 1.0)
+        expected += (model.learner.drawn_from * capped).sum(axis=1)
+        fixed += capped
+    want = (expected - fixed.min(axis=1)) / config.rounds
+    np.testing.assert_allclose(model.average_regrets(), want, rtol=1e-12, atol=1e-15)
+    assert model.max_average_regret() == pytest.approx(want.max(), rel=1e-12)
