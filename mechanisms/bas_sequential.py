@@ -130,11 +130,9 @@ class BASSequentialGame(GridGame):
         """Each row's cost with the accuracy term replaced by one release's squared error per
         coordinate, ``S chi^2_d / d`` (one release a round, its ``S`` the row's total)."""
         v = np.asarray(values, dtype=float)
-        total, privacy = self._parts(v)
-        played = self._columns(v[:, None])
-        total = np.take_along_axis(total, played, axis=1)[:, 0]
-        own = total + np.take_along_axis(privacy, played, axis=1)[:, 0]
-        return own - total + total * rng.chisquare(self.d) / self.d
+        total, privacy = (np.take_along_axis(x, self._columns(v[:, None]), axis=1)[:, 0]
+                          for x in self._parts(v))
+        return privacy + total * rng.chisquare(self.d) / self.d
 
     def references(self) -> dict[str, NDArray]:
         """Theorem 1's subgame-perfect profile on the grid, by backward induction."""
