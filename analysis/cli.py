@@ -224,7 +224,29 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status."""
+    """Entry point; returns the exit status. A deprecated name (a ``FutureWarning``) is said
+    once, on one line, after a run that went through (a refusal stays one line)."""
+    import warnings
+
+    notes: list[str] = []
+    shown = warnings.showwarning
+
+    def show(message, category, *args, **kwargs) -> None:
+        if issubclass(category, FutureWarning):
+            notes.append(str(message))
+        else:
+            shown(message, category, *args, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", FutureWarning)
+        warnings.showwarning = show
+        status = _main(argv)
+    for note in dict.fromkeys(notes if status == 0 else []):
+        print(f"privgames: note: {note}", file=sys.stderr)
+    return status
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command == "list":

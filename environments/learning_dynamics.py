@@ -10,6 +10,7 @@ joint play, and social costs beside the predicted NE's and the optimum's.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -80,9 +81,11 @@ class LearningConfig:
             default step sizes are tuned for). grid_points: actions on the grid (>= 2; SAR's
             grid is always take part or not). grid: the actions themselves, replacing the
             default grid (``inf``: the opt-out, in pricing FL under the MLE rule;
-            ``pricing-bayes``: the noise levels, each taken with either report). eta: step
-            size (``hedge``/``exp3``: the weights' rate; ``spsa``: its gain ``a``); ``None``:
-            the standard one.
+            ``pricing-bayes``: the noise levels, each taken with either report). step_size:
+            ``hedge``/``exp3``: the weights' rate; ``spsa``: its gain ``a``; ``None``: the
+            standard one. eta: the old name of step_size (deprecated: pricing's ``eta`` is
+            the prior probability of the low type, here ``p_low``; accepted, with a note,
+            until the next release).
         start: where the learners start (``random``: each agent a uniformly drawn action,
             Hedge and EXP3 a prior with half its weight there, regret matching playing it
             until some regret is positive; ``uniform``: the learners' uniform mixed start, a
@@ -118,7 +121,7 @@ class LearningConfig:
     rounds: int = 500
     grid_points: int = 21
     grid: tuple[float, ...] | None = None
-    eta: float | None = None
+    step_size: float | None = None
     start: str = "random"
     starts: int = 1
     tolerance: float = 0.05
@@ -139,6 +142,7 @@ class LearningConfig:
     shards: int | str = 1
     history: bool = False
     checkpoint_every: int = 25
+    eta: float | None = None  # deprecated: step_size
 
     #: Which games use a game's own parameter (a run setting one that none of its games
     #: uses is refused by name).
@@ -196,10 +200,20 @@ class LearningConfig:
             if len(self.grid) < 2:
                 raise ConfigError(f"grid={list(self.grid)!r} is not allowed: a game needs at "
                                   "least two actions to learn among")
-        if self.eta is not None:
+        if self.eta is not None:  # the old name
             check_real("eta", self.eta, 0.0, low_open=True)
+            if self.step_size is not None:
+                raise ConfigError(f"eta={self.eta!r} is the old name of step_size: give "
+                                  "step_size only", "eta")
+            warnings.warn("learning-dynamics: eta is now step_size (pricing's eta is the "
+                          "prior probability of the low type); eta is accepted until the "
+                          "next release", FutureWarning, stacklevel=3)
+            object.__setattr__(self, "step_size", self.eta)
+            object.__setattr__(self, "eta", None)
+        if self.step_size is not None:
+            check_real("step_size", self.step_size, 0.0, low_open=True)
             if self.learner not in ("hedge", "exp3", "spsa"):
-                raise ConfigError(f"eta={self.eta!r} is not allowed with learner="
+                raise ConfigError(f"step_size={self.step_size!r} is not allowed with learner="
                                   f"{self.learner!r}: only hedge, exp3 and spsa take a step size")
         check_choice("start", self.start, STARTS)
         check_int("starts", self.starts, 1)
@@ -360,7 +374,7 @@ class LearningModel(Environment):
         start = start_actions(c.start, c.learner, g.grid.size,
                               generator(child(base, START, start_run)).random(g.n))
         self.learner = make_grid_learner(c.learner, g.grid, g.n, c.rounds, self.feedback,
-                                         self.span, self.low, self.high, c.eta, start)
+                                         self.span, self.low, self.high, c.step_size, start)
         self.references = g.references()
         self.predicted_name = next(iter(self.references))
         self.players = Player.create_agents(self, g.n, list(range(g.n)))

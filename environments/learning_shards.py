@@ -135,7 +135,7 @@ class PricingSlice:
         start = start_actions(c.start, c.learner, self.grid.size, self.start_stream.uniform())
         self.learner = make_grid_learner(c.learner, self.grid, self.alpha.size, c.rounds,
                                          c.resolved_feedback, self.span, self.low, self.high,
-                                         c.eta, start)
+                                         c.step_size, start)
         self.grid_total = np.zeros((self.alpha.size, self.grid.size))
         self.grid_game = np.zeros((self.alpha.size, self.grid.size))
         self.mode = self.learner.current()

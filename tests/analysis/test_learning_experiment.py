@@ -132,7 +132,9 @@ def test_default_grid_is_every_game_and_learner_the_game_allows():
                                            "'hedge'"),
     (["game=bas", "learner=hedge", "grid=[]"], "grid=[] is not allowed"),
     (["game=bas", "learner=hedge", "grid=[0, 1e999]"], "no opt-out"),
-    (["learner=exp3", "eta=-0.1"], "eta=-0.1 is out of range"),
+    (["learner=exp3", "step_size=-0.1"], "step_size=-0.1 is out of range"),
+    (["learner=exp3", "eta=0.1", "step_size=0.1"], "eta=0.1 is the old name of step_size"),
+    (["learner=fictitious", "eta=0.1"], "step_size=0.1 is not allowed with learner="),
     (["game=chess"], "game='chess' is not allowed"),
     (["game=pricing-bayes", "learner=spsa"], "learner='spsa' is not allowed with "
                                              "game='pricing-bayes'"),
@@ -209,3 +211,18 @@ def test_the_summary_pools_runs_as_it_says(capsys, tmp_path):
     assert s["final_distance"] == pytest.approx(final["final_distance"].mean(), rel=1e-12)
     assert s["converged"] == bool(final["converged"].min() == 1.0)
     assert s["infinite_cost_rounds"] == int(final["infinite_cost_rounds"].max())
+
+
+def test_eta_is_the_old_name_of_step_size(capsys, tmp_path):
+    """issue 33: learning-dynamics' step size is step_size (pricing's eta is a prior); the old
+    name still runs, the same rows, with one note on stderr."""
+    new = _run(capsys, tmp_path / "new", "game=sar", "learner=hedge", "step_size=0.3",
+               "rounds=40")
+    args = ["run", "learning-dynamics", "--workers", "0", "--out", str(tmp_path / "old"),
+            "--json", "--set", "populations=2", "--set", "rounds=40", "--set", "game=sar",
+            "--set", "learner=hedge", "--set", "eta=0.3"]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["max_average_regret"] == new["max_average_regret"]
+    assert out.err.count("privgames: note: learning-dynamics: eta is now step_size") == 1
+    assert "Warning" not in out.err

@@ -236,8 +236,8 @@ def test_types_are_drawn_from_their_own_stream():
     ({"game": "bas", "grid": ()}, "grid"),
     ({"game": "bas", "grid": (0.0, float("inf"))}, "no opt-out"),
     ({"game": "sar", "grid": (0.0, 1.0)}, "grid is not allowed with game='sar'"),
-    ({"learner": "exp3", "eta": 0.0}, "eta"),
-    ({"learner": "fictitious", "eta": 0.1}, "only hedge, exp3 and spsa"),
+    ({"learner": "exp3", "step_size": 0.0}, "step_size"),
+    ({"learner": "fictitious", "step_size": 0.1}, "only hedge, exp3 and spsa"),
 ])
 def test_bad_configuration_is_named(kwargs, message):
     with pytest.raises(ConfigError, match=message):
