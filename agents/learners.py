@@ -243,13 +243,12 @@ def _prior(learner: GridLearner) -> tuple[NDArray, float]:
     start, the uniform prior (zeros, ``ln m``); a start, the prior ``pi`` with half the weight
     on the agent's start action and the rest shared by the others (initial costs
     ``-ln(pi) / eta`` up to a constant), so that its bound pays ``ln(2 (m - 1))`` for it."""
-    zeros = np.zeros((learner.agents, learner.m))
     if learner.start is None or learner.m < 2:
-        return zeros, math.log(max(learner.m, 1))
-    shift = math.log(learner.m - 1)  # -ln pi: ln 2 on the start, ln 2 + ln(m - 1) elsewhere
-    zeros += shift
-    zeros[np.arange(learner.agents), learner.start] = 0.0
-    return zeros, math.log(2.0 * (learner.m - 1))
+        return np.zeros((learner.agents, learner.m)), math.log(max(learner.m, 1))
+    # -ln pi up to the constant ln 2: 0 on the start, ln(m - 1) elsewhere
+    offset = np.full((learner.agents, learner.m), math.log(learner.m - 1))
+    offset[np.arange(learner.agents), learner.start] = 0.0
+    return offset, math.log(2.0 * (learner.m - 1))
 
 
 def _per_agent(name: str, value: ArrayLike, n: int, positive: bool = True) -> NDArray:

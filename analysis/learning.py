@@ -57,7 +57,7 @@ def _trace_and_outcome(model: Any, config: LearningConfig) -> pd.DataFrame:
             "predicted_nash_gap": predicted["nash_gaps"][model.predicted_name],
             "optimum_social_cost": predicted["optimum"],
             **{k: v for k, v in outcome.items() if k.startswith("distance_")}}
-    subgame = getattr(model, "subgame_gap_relative", lambda: None)()
+    subgame = model.subgame_gap_relative()
     if subgame is not None:  # the sequential chain: subgame perfection, the path's levels
         last["subgame_gap_relative"] = subgame
         last.update(model.game.path_summary(model.last_iterate()))

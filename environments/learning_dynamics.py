@@ -23,6 +23,7 @@ from privgames.agents.learners import (
     GRID_LEARNERS,
     SPSA,
     STARTS,
+    GridLearner,
     make_grid_learner,
     resolve_feedback,
     start_actions,
@@ -327,6 +328,54 @@ def expected_under(p: NDArray, costs: NDArray) -> NDArray:
         return np.where(p > 0, p * costs, 0.0).sum(axis=1)
 
 
+class RegretSums:
+    """The analyst's running sums over rounds, per agent, in the learner's capped units
+    (``"learner"``, where the bounds hold) and the game's own (``"game"``): each grid action's
+    cost, the played action's, and the learner's expected cost under the strategy it drew
+    from (both engines keep one: :class:`LearningModel`, and each shard of
+    :class:`~privgames.environments.learning_shards.ShardedLearningModel`)."""
+
+    UNITS = ("learner", "game")
+
+    def __init__(self, n: int, m: int, full: bool, span: NDArray, low: NDArray,
+                 high: NDArray) -> None:
+        self.full, self.span, self.low, self.high = full, span, low, high
+        self.grid = {u: np.zeros((n, m)) for u in self.UNITS}
+        self.played = {u: np.zeros(n) for u in self.UNITS}
+        self.mixed = {u: np.zeros(n) for u in self.UNITS}
+
+    def add(self, costs: NDArray, own: NDArray, learner: GridLearner,
+            on: NDArray | None = None) -> tuple[bool, bool]:
+        """One round: every grid action's expected cost ``(n, m)``, the played one's ``(n,
+        1)``, the learner (the strategies it drew from; SPSA plays its point), the agents that
+        played (``None``: all). Returns whether some played cost was capped into the
+        learner's units, and whether one was infinite."""
+        drawn_from = None if isinstance(learner, SPSA) else learner.drawn_from
+        bounded, own_bounded, capped = learner_units(costs, own, self.full, self.span,
+                                                     self.low, self.high, on)
+        on = np.ones(costs.shape[0], dtype=bool) if on is None else on
+        own_game = np.where(on, own[:, 0], 0.0)
+        for units, grid_costs, played in (("learner", bounded, own_bounded[:, 0]),
+                                          ("game", np.where(on[:, None], costs, 0.0),
+                                           own_game)):
+            self.grid[units] += grid_costs
+            self.played[units] += played
+            self.mixed[units] += (played if drawn_from is None
+                                  else expected_under(drawn_from, grid_costs))
+        return capped, bool(np.any(on & np.isinf(own[:, 0])))
+
+    def regrets(self, units: str = "learner") -> NDArray:
+        """Each agent's total external regret: its expected cost minus its best fixed
+        action's (``inf`` in the game's units once play met an infinite cost that a fixed
+        action avoids)."""
+        return deviation_gain(self.mixed[units], self.grid[units].min(axis=1))
+
+    def cce_gains(self, units: str = "learner") -> NDArray:
+        """Each agent's total gain from deviating to its best fixed action from the realized
+        play (the CCE gap's, before averaging)."""
+        return deviation_gain(self.played[units], self.grid[units].min(axis=1))
+
+
 class Player(mesa.Agent):
     """A user, node or client: its private type is in the game, its learner state is its row
     of the learner's arrays (updated for all agents at once), read through its index. Under
@@ -378,19 +427,14 @@ class LearningModel(Environment):
         self.references = g.references()
         self.predicted_name = next(iter(self.references))
         self.players = Player.create_agents(self, g.n, list(range(g.n)))
-        m = g.grid.size
         self.history = np.zeros((c.rounds, g.n))
         self.active_history = np.ones((c.rounds, g.n), dtype=bool)
         self.played = np.zeros(g.n)
-        self._grid_total = np.zeros((g.n, m))  # sum over rounds of each action's cost
-        self._mixed_total = np.zeros(g.n)  # of the learner's expected cost (its own draw)
-        self._played_total = np.zeros(g.n)  # of the realized action's expected cost
+        self.sums = RegretSums(g.n, g.grid.size, self.feedback == "full", self.span,
+                               self.low, self.high)
         self._social_total, self._social_rounds = 0.0, 0
-        self._grid_game = np.zeros((g.n, m))  # the same three sums in the game's own units
-        self._mixed_game = np.zeros(g.n)
-        self._played_game = np.zeros(g.n)
         self.infinite_cost_rounds = 0  # rounds where some agent's played cost was infinite
-        self.capped_rounds = 0  # rounds where some cost was capped into the learner's units
+        self.capped_rounds = 0  # rounds where some played cost was capped (learner's units)
         self._iterate = self.learner.current()
         self.last_change = 0
         self._iterates: list[int] = []  # a hash of each round's last iterate
@@ -413,21 +457,9 @@ class LearningModel(Environment):
         feedback = costs if self.feedback == "full" else g.realized(values, self._release_rng)
         self.learner.observe(feedback, g.active)
         own = g.costs(values, values[:, None])
-        on = np.ones(g.n, dtype=bool) if g.active is None else g.active
-        bounded, own_bounded, capped = learner_units(costs, own, self.feedback == "full",
-                                                     self.span, self.low, self.high, on)
-        spsa = isinstance(self.learner, SPSA)
-        for grid_total, played_total, mixed_total, grid_costs, played in (
-                (self._grid_total, self._played_total, self._mixed_total, bounded,
-                 own_bounded[:, 0]),
-                (self._grid_game, self._played_game, self._mixed_game,
-                 np.where(on[:, None], costs, 0.0), np.where(on, own[:, 0], 0.0))):
-            grid_total += grid_costs
-            played_total += played
-            mixed_total += (played if spsa
-                            else expected_under(self.learner.drawn_from, grid_costs))
+        capped, infinite = self.sums.add(costs, own, self.learner, g.active)
         self.capped_rounds += capped
-        self.infinite_cost_rounds += bool(np.any(on & np.isinf(own[:, 0])))
+        self.infinite_cost_rounds += infinite
         social = g.social_cost(values)
         if math.isfinite(social):
             self._social_total += social
@@ -486,9 +518,7 @@ class LearningModel(Environment):
         the strategy it drew from) minus its best fixed action's, in its learner's capped
         units (``units="learner"``, where the bounds hold) or the game's own (``"game"``:
         ``inf`` once a played strategy met an infinite cost a fixed action avoids)."""
-        if units == "learner":  # capped: finite
-            return (self._mixed_total - self._grid_total.min(axis=1)) / max(self.steps, 1)
-        return deviation_gain(self._mixed_game, self._grid_game.min(axis=1)) / max(self.steps, 1)
+        return self.sums.regrets(units) / max(self.steps, 1)
 
     def max_average_regret(self, units: str = "learner") -> float:
         return float(self.average_regrets(units).max())
@@ -497,11 +527,7 @@ class LearningModel(Environment):
         """The CCE gap of the empirical joint play: the largest average gain any agent gets by
         deviating to a fixed grid action from the rounds' realized actions (in the learner's
         units, or the game's: see :meth:`average_regrets`)."""
-        if units == "learner":  # capped: finite
-            gain = self._played_total - self._grid_total.min(axis=1)
-        else:
-            gain = deviation_gain(self._played_game, self._grid_game.min(axis=1))
-        return float(max(gain.max() / max(self.steps, 1), 0.0))
+        return float(max(self.sums.cce_gains(units).max() / max(self.steps, 1), 0.0))
 
     def social_cost(self) -> float:
         """The social cost of the last iterate."""

@@ -32,14 +32,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from privgames.agents.learners import SPSA, make_grid_learner, start_actions
+from privgames.agents.learners import make_grid_learner, start_actions
 from privgames.environments.base import Environment
 from privgames.environments.config import ConfigError
-from privgames.environments.learning_dynamics import (
-    AZUMA_DELTA,
-    expected_under,
-    learner_units,
-)
+from privgames.environments.learning_dynamics import AZUMA_DELTA, RegretSums
 from privgames.environments.shards import (
     BLOCK,
     BlockStreams,
@@ -81,9 +77,7 @@ class PricingSlice:
         self.alpha = np.clip(streams[TYPES].normal(scale=config.alpha_std,
                                                    loc=config.alpha_mean), 0.01, 0.99)
         self.beta = np.zeros(self.alpha.size)
-        self.grid_total = self.learner = self.reference = None
-        self.mixed_total, self.played_total = np.zeros(self.alpha.size), np.zeros(self.alpha.size)
-        self.mixed_game, self.played_game = np.zeros(self.alpha.size), np.zeros(self.alpha.size)
+        self.sums = self.learner = self.reference = None
         self.mode: NDArray | None = None
         self.values = self.noise = None
 
@@ -136,8 +130,8 @@ class PricingSlice:
         self.learner = make_grid_learner(c.learner, self.grid, self.alpha.size, c.rounds,
                                          c.resolved_feedback, self.span, self.low, self.high,
                                          c.step_size, start)
-        self.grid_total = np.zeros((self.alpha.size, self.grid.size))
-        self.grid_game = np.zeros((self.alpha.size, self.grid.size))
+        self.sums = RegretSums(self.alpha.size, self.grid.size, c.resolved_feedback == "full",
+                               self.span, self.low, self.high)
         self.mode = self.learner.current()
 
     # --- a round -----------------------------------------------------------------------------
@@ -161,30 +155,19 @@ class PricingSlice:
         feedback = costs if full else self._realized(v, self.noise, totals)
         self.learner.observe(feedback, None)
         own = self._costs(v, totals, v[:, None])
-        bounded, own_bounded, capped = learner_units(costs, own, full, self.span, self.low,
-                                                     self.high)
-        spsa = isinstance(self.learner, SPSA)
-        for grid_total, played_total, mixed_total, grid_costs, played in (
-                (self.grid_total, self.played_total, self.mixed_total, bounded,
-                 own_bounded[:, 0]),
-                (self.grid_game, self.played_game, self.mixed_game, costs, own[:, 0])):
-            grid_total += grid_costs
-            played_total += played
-            mixed_total += (played if spsa
-                            else expected_under(self.learner.drawn_from, grid_costs))
+        capped, infinite = self.sums.add(costs, own, self.learner)
         social = self._client_costs(v, totals)
         mode = self.learner.current()
         changed = not np.array_equal(mode, self.mode)
         self.mode = mode
-        best, best_game = self.grid_total.min(axis=1), self.grid_game.min(axis=1)
         partials = self._profile_partials(mode, prefix="mode_")
         partials.sums["social"] = block_sums(social, self.start)
+        s = self.sums
         partials.maxima.update({
-            "regret": float(deviation_gain(self.mixed_total, best).max()),
-            "cce": float(deviation_gain(self.played_total, best).max()),
-            "regret_game": float(deviation_gain(self.mixed_game, best_game).max()),
-            "cce_game": float(deviation_gain(self.played_game, best_game).max()),
-            "capped": float(capped), "infinite": float(np.isinf(own[:, 0]).any()),
+            "regret": float(s.regrets().max()), "cce": float(s.cce_gains().max()),
+            "regret_game": float(s.regrets("game").max()),
+            "cce_game": float(s.cce_gains("game").max()),
+            "capped": float(capped), "infinite": float(infinite),
             "distance": grid_distance(self.grid, mode, self.reference, True),
             "changed": float(changed)})
         partials.sums["mode_hash"] = block_hashes(mode, self.start)
@@ -443,6 +426,10 @@ class ShardedLearningModel(Environment):
 
     def nash_gap_relative(self) -> float:
         return self.state.rows[-1]["nash_gap_relative"]
+
+    def subgame_gap_relative(self) -> None:
+        """``None``: the pricing game is simultaneous."""
+        return None
 
     def max_average_regret(self, units: str = "learner") -> float:
         """As :meth:`LearningModel.max_average_regret`, as of the last round."""

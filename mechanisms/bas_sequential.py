@@ -60,6 +60,7 @@ class BASSequentialGame(GridGame):
         self.user = np.concatenate([[0], np.repeat(np.arange(1, self.K), m)])
         self.state = np.concatenate([[0], np.tile(np.arange(m), self.K - 1)])
         self.active = np.ones(self.n, dtype=bool)
+        self._cached: tuple = (None, None, None)  # the last profile's key and cost parts
 
     # --- the chain ----------------------------------------------------------------------------
     def _state_of(self, u: NDArray) -> NDArray:
@@ -101,7 +102,7 @@ class BASSequentialGame(GridGame):
         """Every row's total variance and privacy cost for each grid action, ``(n, m)`` each
         (the last profile's are kept: a round asks for them several times)."""
         key = values.tobytes()
-        if getattr(self, "_cached", (None,))[0] != key:
+        if self._cached[0] != key:
             prefix = self.grid[self.state][:, None] * (self.user > 0)[:, None] + self.grid
             alpha = self.alpha[self.user][:, None]
             with np.errstate(divide="ignore"):
