@@ -57,6 +57,9 @@ GAMES = ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes")
 ATTACKERS = ("weak", "strong")
 WEIGHTINGS = ("equal", "unequal")
 BACKENDS = ("vectorized", "ray")
+#: The games ``backend="ray"`` splits over shards
+#: (:data:`~privgames.environments.learning_slices.SLICES`).
+SHARDED_GAMES = ("bas", "sar", "ppsp", "pricing")
 #: The confidence of the Azuma-Hoeffding allowance between realized and expected regret.
 AZUMA_DELTA = 1e-3
 
@@ -106,7 +109,8 @@ class LearningConfig:
         alpha_L, alpha_H, p_low: ``pricing-bayes``'s two sensitivities ``0 < alpha_L <
             alpha_H < 1`` and the prior probability of the low one (the paper's ``eta``).
         backend: ``vectorized`` (one process) or ``ray`` (one population split into ``shards``
-            Ray actors, the driver holding only aggregates; ``game=pricing`` so far).
+            Ray actors, the driver holding only aggregates: ``bas``, ``sar``, ``ppsp`` and
+            ``pricing``).
         shards: the Ray actors of one population (an integer >= 1, at most one per 1,024
             agents, or ``auto``: one per CPU of the Ray cluster).
         history: keep every round's last iterate in the driver (``backend=ray``; O(rounds x
@@ -236,9 +240,10 @@ class LearningConfig:
         check_bool("history", self.history)
         check_int("checkpoint_every", self.checkpoint_every, 0)
         if self.backend == "ray":
-            if self.game != "pricing":
-                raise ConfigError(f"backend='ray' runs game='pricing' so far: game={self.game!r}"
-                                  " runs with backend='vectorized'")
+            if self.game not in SHARDED_GAMES:
+                raise ConfigError(f"game={self.game!r} is not allowed with backend='ray': "
+                                  f"it runs over shards {', '.join(SHARDED_GAMES)}; "
+                                  f"{self.game} runs with backend='vectorized'")
             if self.shards != "auto":
                 check_int("shards", self.shards, 1)
                 from privgames.environments.shards import layout

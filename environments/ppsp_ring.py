@@ -678,10 +678,17 @@ class NoiseGameConfig:
 
     def weights(self, rng: np.random.Generator) -> NDArray:
         """Each node's private ``(gamma_u, gamma_a, gamma_p)``."""
-        base = np.tile([self.gamma_u, self.gamma_a, self.gamma_p], (self.n, 1))
-        if self.weighting == "equal":
-            return base
-        return base * self.spread ** rng.uniform(-1.0, 1.0, base.shape)
+        return self.weights_from(None if self.weighting == "equal"
+                                 else rng.random((self.n, 3)))
+
+    def weights_from(self, u: NDArray | None, nodes: int | None = None) -> NDArray:
+        """:meth:`weights` from uniforms on ``[0, 1)``, ``(nodes, 3)`` (``None`` when the
+        weighting is equal: ``nodes`` rows, default all): each weight times ``spread`` to a
+        power uniform on ``[-1, 1]``."""
+        base = np.array([self.gamma_u, self.gamma_a, self.gamma_p])
+        if u is None:
+            return np.tile(base, (self.n if nodes is None else nodes, 1))
+        return base * self.spread ** (-1.0 + 2.0 * u)
 
 
 def trajectory_frame(run: RingRun) -> pd.DataFrame:

@@ -98,15 +98,38 @@ class BlockStreams:
     def normal(self, rows: int | None = None, loc: float = 0.0, scale: float = 1.0) -> NDArray:
         return self._draw(lambda g, s: g.normal(loc, scale, s), rows)
 
+    def integers(self, high: int, rows: int | None = None) -> NDArray:
+        """Uniform integers in ``[0, high)``."""
+        return self._draw(lambda g, s: g.integers(0, high, s), rows)
+
+
+def exclusive_scan(x: NDArray, start: int, block_totals: NDArray) -> NDArray:
+    """Each agent's sum of the agents before it in the whole population (agents ``start,
+    start + 1, ...`` hold ``x``): the totals of the blocks before its own (every block's
+    :func:`block_sums`, in order) plus the running sum within its block, so the same at any
+    shard count (the chain's prefix, an exclusive scan across shards)."""
+    if start % BLOCK:
+        raise ValueError(f"start={start} is not on a block boundary")
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    padded = np.zeros(blocks_of(n) * BLOCK)
+    padded[:n] = x
+    within = np.cumsum(padded.reshape(-1, BLOCK), axis=1)
+    within = np.concatenate([np.zeros((within.shape[0], 1)), within[:, :-1]], axis=1)
+    before = np.concatenate([[0.0], np.cumsum(block_totals)])[start // BLOCK:][:within.shape[0]]
+    return (before[:, None] + within).ravel()[:n]
+
 
 @dataclass
 class Partials:
-    """What a shard sends: per-block partial sums (``sums``, last axis the blocks) and its
-    extremes (``maxima``; a minimum is sent as the maximum of its negative)."""
+    """What a shard sends: per-block partial sums (``sums``, last axis the blocks), its
+    extremes (``maxima``; a minimum is sent as the maximum of its negative) and small arrays
+    the driver passes on whole (``gathered``: concatenated in shard order, as a block's sums
+    for a scan, or each shard's largest values)."""
 
     sums: dict[str, NDArray] = field(default_factory=dict)
     maxima: dict[str, float] = field(default_factory=dict)
-
+    gathered: dict[str, NDArray] = field(default_factory=dict)
 
 
 def combine(parts: Sequence[Partials]) -> dict[str, Any]:
@@ -116,6 +139,8 @@ def combine(parts: Sequence[Partials]) -> dict[str, Any]:
         out[name] = np.concatenate([p.sums[name] for p in parts], axis=-1).sum(axis=-1)
     for name in parts[0].maxima:
         out[name] = max(p.maxima[name] for p in parts)
+    for name in parts[0].gathered:
+        out[name] = np.concatenate([p.gathered[name] for p in parts], axis=-1)
     return {k: (float(v) if np.ndim(v) == 0 else v) for k, v in out.items()}
 
 

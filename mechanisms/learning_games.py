@@ -243,44 +243,67 @@ class BASGame(GridGame):
         self.beta = np.asarray(beta, dtype=float)
         self.alpha = chain.alpha_from_beta(self.beta)
         self.d = int(d)
-        top = chain.M * float(self.beta.max())
-        self.grid = _own_grid(grid, np.linspace(0.0, top, _check_grid_points(grid_points)),
-                              opt_out=False)
+        self.grid = bas_grid(float(self.beta.max()), grid_points, grid)
         self.n = self.beta.size
 
     def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
         v = np.asarray(values, dtype=float)
         cand = self.grid[None, :] if candidates is None else np.asarray(candidates, float)
-        others = v.sum() - v
-        upstream = np.cumsum(v) - v
-        with np.errstate(divide="ignore"):
-            privacy = self.alpha[:, None] / np.sqrt(upstream[:, None] + cand)
-        return others[:, None] + cand + np.where(self.alpha[:, None] > 0, privacy, 0.0)
+        return bas_costs(v, v.sum(), np.cumsum(v) - v, self.alpha, cand)
 
     def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
         total = float(np.sum(values))
-        error = total * rng.chisquare(self.d) / self.d  # ||noise||^2 / d of one release
-        return self.own_costs(values) - total + error
+        return bas_realized(self.own_costs(values), total, rng.chisquare(self.d), self.d)
 
     def references(self) -> dict[str, NDArray]:
         return {"nash": self._simultaneous_nash(),
                 "theorem1": self.snap(chain.nash_equilibrium(self.beta))}
 
     def _simultaneous_nash(self) -> NDArray:
-        """The grid game's NE in one pass down the chain: a user's cost depends on its own
-        level only through its prefix (Lemma 1 on the grid), so each best-responds to the
-        levels above it (ties to the lowest)."""
-        v, prefix = np.zeros(self.n), 0.0
-        for k in range(self.n):
-            with np.errstate(divide="ignore"):
-                own = self.grid + (self.alpha[k] / np.sqrt(prefix + self.grid)
-                                   if self.alpha[k] > 0 else 0.0)
-            v[k] = self.grid[int(np.argmin(own))]
-            prefix += v[k]
-        return v
+        """The grid game's NE in one pass down the chain (:func:`bas_chain_replies`)."""
+        return bas_chain_replies(self.grid, self.alpha, 0.0)[0]
 
     def optimum(self) -> float:
         return chain.social_cost(chain.central_optimum(self.beta), self.beta)
+
+
+def bas_grid(beta_max: float, grid_points: int, grid: ArrayLike | None) -> NDArray:
+    """:class:`BASGame`'s grid: ``grid_points`` variances evenly over ``[0, m max beta]``."""
+    return _own_grid(grid, np.linspace(0.0, chain.M * beta_max, _check_grid_points(grid_points)),
+                     opt_out=False)
+
+
+def bas_costs(v: NDArray, total: float, upstream: NDArray, alpha: NDArray,
+              candidates: NDArray) -> NDArray:
+    """:meth:`BASGame.costs` of the agents ``v`` from the profile's total and each agent's
+    upstream variance (the sum of those before it), so that a shard of the chain computes
+    them: ``C_k = (total - v_k) + x + alpha_k (upstream_k + x)^(-1/2)`` for each candidate
+    ``x`` (eq 14)."""
+    with np.errstate(divide="ignore"):
+        privacy = alpha[:, None] / np.sqrt(upstream[:, None] + candidates)
+    return (total - v)[:, None] + candidates + np.where(alpha[:, None] > 0, privacy, 0.0)
+
+
+def bas_realized(own: NDArray, total: ArrayLike, chisquare: ArrayLike, d: int) -> NDArray:
+    """:meth:`BASGame.realized`: the own costs with the accuracy term (the total variance)
+    replaced by one release's squared error per coordinate, ``total chi^2_d / d`` (one draw
+    per round: ``total`` and ``chisquare`` scalars, or one per round along a leading axis)."""
+    total, chisquare = np.asarray(total, float), np.asarray(chisquare, float)
+    return own - total[..., None] + (total * chisquare / d)[..., None]
+
+
+def bas_chain_replies(grid: NDArray, alpha: NDArray, prefix: float) -> tuple[NDArray, float]:
+    """The grid game's NE down the chain from ``prefix`` (the variance the first of these
+    users receives): a user's cost depends on its own level only through its prefix (Lemma 1
+    on the grid), so each best-responds to the levels above it (ties to the lowest). Returns
+    the levels and the prefix after the last, so that the pass continues on the next shard."""
+    v = np.zeros(alpha.size)
+    for k in range(alpha.size):
+        with np.errstate(divide="ignore"):
+            own = grid + (alpha[k] / np.sqrt(prefix + grid) if alpha[k] > 0 else 0.0)
+        v[k] = grid[int(np.argmin(own))]
+        prefix += v[k]
+    return v, prefix
 
 
 class SARGame(GridGame):
@@ -316,31 +339,44 @@ class SARGame(GridGame):
 
     def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
         v = np.asarray(values, dtype=float)
+        return self.costs_given(v, v.sum(), candidates)
+
+    def costs_given(self, v: NDArray, count: float, candidates: ArrayLike | None = None
+                    ) -> NDArray:
+        """:meth:`costs` of the users ``v`` from the participants' ``count`` (a shard's)."""
         cand = self.grid[None, :] if candidates is None else np.asarray(candidates, float)
-        others = v.sum() - v
-        return cand * (self.exposure(others[:, None] + 1.0) - self.tolerated)
+        return cand * (self.exposure((count - v)[:, None] + 1.0) - self.tolerated)
 
     def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
         v = np.asarray(values, dtype=float)
         k = int(v.sum())
         position = rng.integers(0, max(k, 1), self.K)
+        return self.realized_given(v, k, position, rng.random((2, self.K)))
+
+    def realized_given(self, v: NDArray, k: int, position: NDArray, u: NDArray) -> NDArray:
+        """:meth:`realized` from the draws: each user's place among the ``k`` participants
+        and two uniforms ``u[..., :, i]`` (its predecessor's and successor's colluding, weak
+        attacker; the strong attacker's some-colluder-before and some-colluder-after)."""
         if self.attacker == "weak":
             interior = (position > 0) & (position < k - 1)
-            exposed = interior & (rng.random((2, self.K)) < self.p).all(axis=0)
+            exposed = interior & (u < self.p).all(axis=-2)
         else:
             q = 1.0 - self.p
-            before = rng.random(self.K) < 1.0 - q**position
-            after = rng.random(self.K) < 1.0 - q ** (k - 1 - position)
+            before = u[..., 0, :] < 1.0 - q**position
+            after = u[..., 1, :] < 1.0 - q ** (k - 1 - position)
             exposed = before & after
         return v * (exposed - self.tolerated)
 
-    def references(self) -> dict[str, NDArray]:
-        """The NE: ``k`` users take part, where the ``k``-th does not regret it
-        (``delta(k) <= 1/K^2``) and an outsider would (``delta(k + 1) > 1/K^2``); the users are
-        alike, so which ``k`` is immaterial (the first ``k``)."""
+    def participants(self) -> int:
+        """The NE's number of participants: the ``k``-th does not regret taking part
+        (``delta(k) <= 1/K^2``) and an outsider would (``delta(k + 1) > 1/K^2``)."""
         gain = self.exposure(np.arange(1, self.K + 1)) - self.tolerated
-        k = int(np.argmax(gain > 0)) if np.any(gain > 0) else self.K
-        return {"nash": (np.arange(self.K) < k).astype(float)}
+        return int(np.argmax(gain > 0)) if np.any(gain > 0) else self.K
+
+    def references(self) -> dict[str, NDArray]:
+        """The NE (:meth:`participants`); the users are alike, so which ``k`` take part is
+        immaterial (the first ``k``)."""
+        return {"nash": (np.arange(self.K) < self.participants()).astype(float)}
 
     def distance(self, values: NDArray, reference: NDArray) -> float:
         """The users are alike: the gap in the participating share."""
@@ -365,31 +401,19 @@ class PPSPGame(GridGame):
         self.weights = np.asarray(weights, dtype=float)
         self.args = (self.weights.shape[0], int(K), float(delta), float(d))
         preferred = [ppsp.optimal_c(*w, *self.args) for w in self.weights]
-        lo, hi = min(preferred) / 10.0, max(preferred) * 10.0
-        self.grid = _own_grid(grid, np.geomspace(lo, hi, _check_grid_points(grid_points)),
-                              opt_out=False)
+        self.grid = ppsp_grid(min(preferred), max(preferred), grid_points, grid)
         self.n = self.weights.shape[0]
-
-    def _cost(self, c_max: ArrayLike, c_min: ArrayLike, w: NDArray) -> NDArray:
-        return ppsp.tradeoff_cost(c_max, c_min, w[..., 0], w[..., 1], w[..., 2], *self.args)
-
-    def _accuracy(self, c_max: ArrayLike, w: NDArray) -> NDArray:
-        zero = np.zeros_like(w[..., 1])
-        return ppsp.tradeoff_cost(c_max, np.inf, zero, w[..., 1], zero, *self.args)
 
     def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
         v = np.asarray(values, dtype=float)
         cand = self.grid[None, :] if candidates is None else np.asarray(candidates, float)
         order = np.sort(v)
-        high = np.where(v == order[-1], order[-2], order[-1])  # the others' largest
-        low = np.where(v == order[0], order[1], order[0])  # and smallest
-        return self._cost(np.maximum(high[:, None], cand), np.minimum(low[:, None], cand),
-                          self.weights[:, None, :])
+        return ppsp_costs(v, order[-2:], order[:2], self.weights, self.args, cand)
 
     def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
         v = np.asarray(values, dtype=float)
-        accuracy = self._accuracy(v.max(), self.weights)
-        return self.own_costs(v) + accuracy * (rng.standard_normal() ** 2 - 1.0)
+        return ppsp_realized(self.own_costs(v), v.max(), self.weights, self.args,
+                             rng.standard_normal())
 
     def references(self) -> dict[str, NDArray]:
         common = ppsp.optimal_c(*self.weights.sum(axis=0), *self.args)
@@ -398,6 +422,34 @@ class PPSPGame(GridGame):
     def optimum(self) -> float:
         c = ppsp.optimal_c(*self.weights.sum(axis=0), *self.args)
         return self.social_cost(np.full(self.n, c))
+
+
+def ppsp_grid(lo: float, hi: float, grid_points: int, grid: ArrayLike | None) -> NDArray:
+    """:class:`PPSPGame`'s grid from the nodes' smallest and largest preferred ``c``."""
+    return _own_grid(grid, np.geomspace(lo / 10.0, hi * 10.0, _check_grid_points(grid_points)),
+                     opt_out=False)
+
+
+def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray,
+               args: tuple, candidates: NDArray) -> NDArray:
+    """:meth:`PPSPGame.costs` of the nodes ``v`` from the profile's two largest and two
+    smallest values (in increasing order), so that a shard of the ring computes them: each
+    node's others' largest and smallest ``c``, then Theorem 4's weighted cost."""
+    high = np.where(v == largest[-1], largest[-2], largest[-1])  # the others' largest
+    low = np.where(v == smallest[0], smallest[1], smallest[0])  # and smallest
+    w = weights[:, None, :]
+    return ppsp.tradeoff_cost(np.maximum(high[:, None], candidates),
+                              np.minimum(low[:, None], candidates), w[..., 0], w[..., 1],
+                              w[..., 2], *args)
+
+
+def ppsp_realized(own: NDArray, c_max: float, weights: NDArray, args: tuple,
+                  z: ArrayLike) -> NDArray:
+    """:meth:`PPSPGame.realized`: the accuracy term drawn as the estimator's squared error
+    (``z``: one standard normal per round, scalar or along a leading axis)."""
+    zero = np.zeros_like(weights[:, 1])
+    accuracy = ppsp.tradeoff_cost(c_max, np.inf, zero, weights[:, 1], zero, *args)
+    return own + accuracy * (np.asarray(z, float)[..., None] ** 2 - 1.0)
 
 
 def release_loss(error: float, kappa: float, L_F: float) -> float:

@@ -13,7 +13,7 @@ from privgames.environments.learning_shards import ShardedLearningModel
 from privgames.environments.shards import BLOCK, BlockStreams, Partials, block_sums, combine, layout
 from privgames.environments.streams import as_seed_sequence
 from privgames.mechanisms import pricing
-from privgames.mechanisms.learning_games import PricingGame
+from privgames.mechanisms.learning_games import BASGame, PPSPGame, PricingGame, SARGame
 
 AGENTS = 2 * BLOCK + 452  # three blocks, the last one partial
 
@@ -64,7 +64,7 @@ def test_the_shards_play_the_pricing_game():
         np.testing.assert_allclose(model.grid, game.grid, rtol=1e-12)
         np.testing.assert_allclose(np.concatenate([s.beta for s in slices]), game.beta,
                                    rtol=1e-9)
-        reference = np.concatenate([s.reference for s in slices])
+        reference = np.concatenate([s.references[model.predicted_name] for s in slices])
         assert np.array_equal(reference, next(iter(game.references().values())))
         predicted = model.predicted()
         name = model.predicted_name
@@ -75,7 +75,8 @@ def test_the_shards_play_the_pricing_game():
         assert predicted["optimum"] == pytest.approx(game.optimum(), rel=1e-9)
         model.run(3)  # then a played profile: every client's cost of every grid action
         client = model.agent(BLOCK + 7)  # a view, read from the shard that owns it
-        assert client.alpha == alpha[BLOCK + 7] and client.reference == reference[BLOCK + 7]
+        assert client.private == {"alpha": alpha[BLOCK + 7]}
+        assert client.reference == reference[BLOCK + 7]
         assert client.action == slices[1].values[7] and client.strategy.sum() == \
             pytest.approx(1.0)
         played = np.concatenate([s.values for s in slices])
@@ -83,8 +84,98 @@ def test_the_shards_play_the_pricing_game():
         costs = np.concatenate([s._costs(s.values, totals) for s in slices])
         np.testing.assert_allclose(costs, game.costs(played), rtol=1e-9)
         assert pricing.social_cost(played, alpha, 1, 1, 1, 1, kw["aggregation"]) == \
-            pytest.approx(sum(s._client_costs(s.values, totals).sum() for s in slices),
+            pytest.approx(sum(s._social(s.values, totals, None).sum() for s in slices),
                           rel=1e-9)
+
+
+def _game_of(model: ShardedLearningModel):
+    """The in-process game with the shards' own agents (their private types)."""
+    c, slices = model.config, [s.slice for s in model.run_.shards]
+    if c.game == "bas":
+        return BASGame(np.concatenate([s.beta for s in slices]), c.d, c.grid_points)
+    if c.game == "sar":
+        return SARGame(c.agents, c.p, c.attacker)
+    from privgames.environments.ppsp_ring import NoiseGameConfig
+
+    ring = NoiseGameConfig(n=c.agents, weighting=c.weighting, spread=c.spread)
+    return PPSPGame(np.concatenate([s.weights for s in slices]), ring.K, ring.delta, ring.d,
+                    c.grid_points)
+
+
+@pytest.mark.parametrize("game, kw", [("bas", {}), ("sar", {"p": 0.4}),
+                                      ("sar", {"attacker": "strong", "p": 0.3}),
+                                      ("ppsp", {}), ("ppsp", {"weighting": "equal"})])
+def test_the_shards_play_the_bas_sar_and_ppsp_games(game, kw):
+    """From the aggregates alone (the chain's prefix as a scan across shards, SAR's count,
+    the ring's extremes), the shards compute the grid, the references, every agent's cost of
+    every action, the deviation gains and social costs, the optimum and the realized costs of
+    the in-process game with the same agents."""
+    model = _model(3, True, game=game, **kw)
+    slices = [s.slice for s in model.run_.shards]
+    g = _game_of(model)
+    np.testing.assert_allclose(model.grid, g.grid, rtol=1e-12)
+    references = g.references()
+    assert model.reference_names == list(references)
+    for name, ref in references.items():
+        assert np.array_equal(np.concatenate([s.references[name] for s in slices]), ref), name
+    span = np.concatenate([s.span for s in slices])
+    predicted = model.predicted()
+    for name, ref in references.items():
+        assert predicted["nash_gaps"][name] == pytest.approx(g.nash_gap(ref, span), rel=1e-9)
+        assert predicted["nash_gaps_relative"][name] == pytest.approx(
+            g.nash_gap_relative(ref), rel=1e-9, abs=1e-12)
+        assert predicted["social_costs"][name] == pytest.approx(g.social_cost(ref), rel=1e-9,
+                                                                abs=1e-12)
+    assert predicted["optimum"] == pytest.approx(g.optimum(), rel=1e-9, abs=1e-12)
+    model.run(4)
+    played = np.concatenate([s.values for s in slices])
+    assert len(set(played.tolist())) > 1  # a profile where the aggregates matter
+    totals = combine([s._profile_partials(s.values) for s in slices])
+    costs = np.concatenate([s._costs(s.values, totals) for s in slices])
+    np.testing.assert_allclose(costs, g.costs(played), rtol=1e-9, atol=1e-12)
+    assert model.results()["social_cost"].iloc[-1] == pytest.approx(
+        g.social_cost(model.last_iterate()), rel=1e-9, abs=1e-12)
+    view = model.agent(BLOCK + 7)
+    assert view.iterate == model.last_iterate()[BLOCK + 7]
+    assert view.reference == next(iter(references.values()))[BLOCK + 7]
+    own = g.own_costs(played)
+    if game == "sar":  # per-user draws: the realized costs' mean is the expected cost
+        draws = 4000
+        realized = np.concatenate([s._realized(s.values, None, totals, s.scale_stream,
+                                               s.common_scales, draws) for s in slices],
+                                  axis=-1)
+        se = realized.std(axis=0, ddof=1) / np.sqrt(draws)
+        assert np.all(np.abs(realized.mean(axis=0) - own) <= 5 * se + 1e-12)
+        assert np.any(se > 0)
+    else:  # one shared draw a round: the in-process game's from the same generator
+        import copy
+
+        rng = copy.deepcopy(slices[0].common)
+        realized = np.concatenate([s._realized(s.values, None, totals, s.release_stream,
+                                               copy.deepcopy(rng), None) for s in slices])
+        np.testing.assert_allclose(realized, g.realized(played, rng), rtol=1e-9)
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("game, learner", [("bas", "hedge"), ("bas", "exp3"),
+                                           ("sar", "regret_matching"), ("sar", "exp3"),
+                                           ("ppsp", "fictitious"), ("ppsp", "exp3")])
+def test_each_game_gives_the_same_rows_at_any_shard_count(ray_session, game, learner):
+    """BAS, SAR and PPSP: one shard in process, two (uneven) and three Ray actors give equal
+    rows, outcomes, predictions and last iterates (full and bandit feedback)."""
+    runs = []
+    for shards, in_process in ((1, True), (2, False), (3, False)):
+        model = _model(shards, in_process, game=game, learner=learner, rounds=25,
+                       attacker="strong", p=0.3)
+        model.run()
+        runs.append((model.results(), model.outcome(), model.predicted(),
+                     model.last_iterate()))
+        model.close()
+    for rows, outcome, predicted, last in runs[1:]:
+        pd.testing.assert_frame_equal(rows, runs[0][0], check_exact=True)
+        assert outcome == runs[0][1] and predicted == runs[0][2]
+        assert np.array_equal(last, runs[0][3])
+    assert runs[0][0]["max_average_regret"].notna().all()
 
 
 @pytest.mark.ray
@@ -125,7 +216,9 @@ def test_a_killed_shard_is_restored_and_the_run_is_unchanged(ray_session):
 def test_bad_shard_settings_are_refused_by_name():
     for kw, message in (({"shards": 0}, "shards=0 is out of range"),
                         ({"shards": 4}, "shards must be <= 3"),
-                        ({"game": "bas"}, "backend='ray' runs game='pricing' so far"),
+                        ({"game": "pricing-bayes"}, "game='pricing-bayes' is not allowed with "
+                         "backend='ray': it runs over shards bas, sar, ppsp, pricing"),
+                        ({"game": "bas-sequential"}, "game='bas-sequential' is not allowed"),
                         ({"backend": "vectorized", "shards": 2},
                          "shards=2 is not allowed with backend='vectorized'")):
         with pytest.raises(ConfigError, match=message):

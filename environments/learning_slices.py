@@ -1,0 +1,606 @@
+"""The games of ``learning-dynamics`` as slices of one population: what one shard computes.
+
+A slice owns the agents ``[start, stop)`` of a population split over shards
+(:mod:`privgames.environments.shards`): their private types, learners, random streams and the
+analyst's running sums. It plays the same game, learners, feedback and measurements as
+:class:`~privgames.environments.learning_dynamics.LearningModel`, but computes every cost from
+the population's *aggregates*, which the driver combines from the shards' partials. The games
+are aggregative, so what crosses the network is small. Per game (besides the measurements'
+partials every round: social cost's sum, the largest regret, CCE gain, distance and deviation
+gain, and one hash per block of the last iterate):
+
+=========  ===========================================  =======================================
+game       once (setup)                                 per round (and for the last iterate)
+=========  ===========================================  =======================================
+pricing    eq 10/11's summands' sums, the profiles'     ``sum sigma^-2`` (MLE) or
+           extremes (the grid), eq 11's aggregate       ``sum sigma^2`` (mean), the count of
+           (Definition 4), 64 scale rounds' release     opt-outs, ``sum sigma^2`` of the
+           sums                                          finite; bandit: the release's sums
+bas        ``max beta``, ``sum alpha``; the grid NE's   the blocks' sums of ``sigma^2`` (the
+           pass down the chain (one prefix, shard to    total, and each user's upstream
+           shard)                                       variance: an exclusive scan)
+sar        nothing                                      the participants' count
+ppsp       the weights' sums (Theorem 4's ``c``), the   each shard's two largest and two
+           preferred ``c``'s extremes (the grid)        smallest ``c``
+=========  ===========================================  =======================================
+
+Sums travel as one partial per block of 1,024 agents, so every number is the same at any shard
+count; a draw every agent shares (a round's release error in BAS and PPSP) comes from one
+generator each shard holds a copy of.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from privgames.agents.learners import make_grid_learner, start_actions
+from privgames.environments.learning_dynamics import RegretSums
+from privgames.environments.shards import (
+    BLOCK,
+    BlockStreams,
+    Partials,
+    block_sums,
+    exclusive_scan,
+)
+from privgames.environments.streams import child, generator
+from privgames.mechanisms import chain, ppsp, pricing
+from privgames.mechanisms.learning_games import (
+    SARGame,
+    _own_grid,
+    bas_chain_replies,
+    bas_costs,
+    bas_grid,
+    bas_realized,
+    deviation_gain,
+    grid_distance,
+    ppsp_costs,
+    ppsp_grid,
+    ppsp_realized,
+    relative_gain,
+    release_loss,
+    scales_from,
+    snap_to,
+)
+
+#: Streams of the population's seed: the types, the learners' draws, the release, the scales
+#: (each per block), the starts (``(START, start_run)``, then the block), and the draws every
+#: agent shares (``(COMMON, 0)`` a round's, ``(COMMON, 1)`` the scale rounds').
+TYPES, ACT, RELEASE, SCALES, START, COMMON = range(6)
+#: Rounds of realized costs at the grid's middle that set the bandit learners' ranges.
+SCALE_DRAWS = 64
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """One agent, read from its shard when asked: a shard keeps no Python object per agent
+    (at 10^6 agents a ``mesa.Agent`` each would cost more than the agents' numbers).
+
+    Attributes:
+        index: the agent. private: its private type by name (pricing's ``alpha``, BAS's
+            ``beta``, PPSP's weights; SAR's users have none). strategy: the mixed strategy it
+            last drew from. action: the action it last played. iterate: its last iterate.
+        reference: its action in the predicted profile.
+    """
+
+    index: int
+    private: dict[str, float]
+    strategy: NDArray
+    action: float
+    iterate: float
+    reference: float
+
+
+def block_hashes(values: NDArray, start: int) -> NDArray:
+    """One 32-bit hash per block of ``values`` (as floats: their sum over the blocks is exact
+    and the same at any shard count), so that the driver tells a profile it saw before."""
+    import hashlib
+
+    return np.array([float(int.from_bytes(hashlib.blake2b(values[k:k + BLOCK].tobytes(),
+                                                          digest_size=4).digest(), "big"))
+                     for k in range(0, values.size, BLOCK)])
+
+
+class GameSlice:
+    """Agents ``[start, stop)`` of a learning game: learners, feedback and measurements; a
+    game's subclass gives its types, the aggregates it needs and its costs from them.
+
+    The driver calls, in order: each of :attr:`SETUP` (``"all"``: every shard, the partials
+    combined and added to the totals; ``"chain"``: shard after shard, each given what the one
+    before returned), :meth:`middle_partials`, :meth:`set_scales`; then per round :meth:`act`
+    and :meth:`respond`, and :meth:`measure` when the last iterate moved.
+    """
+
+    SETUP: ClassVar[tuple[tuple[str, str], ...]] = ()
+    log_scale: ClassVar[bool] = False
+
+    def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
+                 start_run: int = 0) -> None:
+        self.c, self.start, self.n, self.size = config, start, config.agents, stop - start
+        self.full = config.resolved_feedback == "full"
+        (self.type_stream, self.act_stream, self.release_stream,
+         self.scale_stream) = (BlockStreams(seed, k, start, stop, self.n) for k in range(4))
+        self.start_stream = BlockStreams(child(seed, START), start_run, start, stop, self.n)
+        self.common, self.common_scales = (generator(child(seed, COMMON, k)) for k in range(2))
+        self.references: dict[str, NDArray] = {}
+        self.optimum_profile: NDArray | None = None
+        self.grid: NDArray = np.zeros(0)
+        self.learner = self.sums = self.mode = self.values = self.draws = None
+
+    # --- a game's pieces ------------------------------------------------------------------------
+    def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
+        """What the others' costs need of these agents' actions ``v`` (names ``prefix``ed)."""
+        raise NotImplementedError
+
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+        """Each agent's cost of each candidate (default: the grid), the others playing ``v``
+        (whose aggregates are ``totals``)."""
+        raise NotImplementedError
+
+    def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
+                  common: np.random.Generator, rows: int | None) -> NDArray:
+        """One realized cost per agent (``rows`` rounds of them along a leading axis), drawing
+        what it needs from ``stream`` (per agent) and ``common`` (shared)."""
+        raise NotImplementedError
+
+    def _draw(self, v: NDArray, stream: BlockStreams, rows: int | None) -> Any:
+        """What a round draws before the aggregates are combined (pricing's release noise)."""
+        return None
+
+    def _release_partials(self, v: NDArray, draws: Any, partials: Partials) -> Partials:
+        """``partials`` with what the release of ``draws`` adds to the aggregates."""
+        return partials
+
+    def _social(self, v: NDArray, totals: dict, own: NDArray) -> NDArray:
+        """Each agent's share of the social cost (by default its own cost)."""
+        return own
+
+    def _private(self, i: int) -> dict[str, float]:
+        """Agent ``i``'s (local index) private type by name."""
+        return {}
+
+    def _distance_partials(self, mode: NDArray) -> Partials:
+        """The last iterate's distance to each reference (the largest per agent)."""
+        return Partials(maxima={f"distance_{name}": grid_distance(self.grid, mode, ref,
+                                                                  self.log_scale)
+                                for name, ref in self.references.items()})
+
+    @classmethod
+    def distance_from(cls, totals: dict, name: str, config: Any) -> float:
+        """:meth:`_distance_partials` combined: the distance to reference ``name``."""
+        return totals[f"distance_{name}"]
+
+    @classmethod
+    def optimum_from(cls, totals: dict, config: Any) -> float | None:
+        """The smallest social cost from the setup's totals, or ``None``: the social cost of
+        :attr:`optimum_profile`, measured."""
+        return None
+
+    # --- setup --------------------------------------------------------------------------------
+    def middle_partials(self, totals: dict) -> Partials:
+        """Everyone at the grid's middle action (where the learners' scales are read): its
+        aggregates, with the scale rounds' release."""
+        self.middle = np.full(self.size, self.grid[(self.grid.size - 1) // 2])
+        self._scale_draws = self._draw(self.middle, self.scale_stream, SCALE_DRAWS)
+        return self._release_partials(self.middle, self._scale_draws,
+                                      self._profile_partials(self.middle))
+
+    def set_scales(self, totals: dict) -> None:
+        """Each agent's cost span and realized range at the middle (as
+        :meth:`~privgames.mechanisms.learning_games.GridGame.scales`), then its learner."""
+        costs = self._costs(self.middle, totals)
+        finite = np.where(np.isfinite(costs), costs, np.nan)
+        lo, hi = np.nanmin(finite, axis=1), np.nanmax(finite, axis=1)
+        self.span, self.low, self.high = scales_from(lo, hi, self._realized(
+            self.middle, self._scale_draws, totals, self.scale_stream, self.common_scales,
+            SCALE_DRAWS))
+        c = self.c
+        start = start_actions(c.start, c.learner, self.grid.size, self.start_stream.uniform())
+        self.learner = make_grid_learner(c.learner, self.grid, self.size, c.rounds,
+                                         c.resolved_feedback, self.span, self.low, self.high,
+                                         c.step_size, start)
+        self.sums = RegretSums(self.size, self.grid.size, self.full, self.span, self.low,
+                               self.high)
+        self.mode = self.learner.current()
+
+    def reference_names(self) -> list[str]:
+        """The theory's profiles, the predicted one first."""
+        return list(self.references)
+
+    def grid_of(self) -> NDArray:
+        return self.grid
+
+    # --- a round -----------------------------------------------------------------------------
+    def act(self) -> Partials:
+        """Every agent plays (bandit: and the release is drawn)."""
+        u = self.act_stream.uniform() if self.learner.draws else None
+        v = self.values = self.learner.act_with(u)
+        partials = self._profile_partials(v)
+        if not self.full:
+            self.draws = self._draw(v, self.release_stream, None)
+            partials = self._release_partials(v, self.draws, partials)
+        return partials
+
+    def respond(self, totals: dict) -> Partials:
+        """Feedback, the learners' update and the analyst's running sums, from the totals."""
+        v = self.values
+        costs = self._costs(v, totals)
+        feedback = costs if self.full else self._realized(v, self.draws, totals,
+                                                          self.release_stream, self.common, None)
+        self.learner.observe(feedback, None)
+        own = self._costs(v, totals, v[:, None])
+        capped, infinite = self.sums.add(costs, own, self.learner)
+        mode = self.learner.current()
+        changed = not np.array_equal(mode, self.mode)
+        self.mode = mode
+        partials = self._profile_partials(mode, prefix="mode_")
+        partials.sums["social"] = block_sums(self._social(v, totals, own[:, 0]), self.start)
+        partials.sums["mode_hash"] = block_hashes(mode, self.start)
+        distance = self._distance_partials(mode)
+        partials.sums.update(distance.sums)
+        s = self.sums
+        partials.maxima.update({
+            "regret": float(s.regrets().max()), "cce": float(s.cce_gains().max()),
+            "regret_game": float(s.regrets("game").max()),
+            "cce_game": float(s.cce_gains("game").max()),
+            "capped": float(capped), "infinite": float(infinite), "changed": float(changed),
+            **distance.maxima})
+        return partials
+
+    def _profile(self, which: str) -> NDArray:
+        if which == "mode":
+            return self.mode
+        return self.optimum_profile if which == "optimum" else self.references[which]
+
+    def profile_partials(self, which: str) -> Partials:
+        """The aggregates of a reference profile (or ``optimum``), names prefixed by it."""
+        return self._profile_partials(self._profile(which), prefix=f"{which}_")
+
+    def measure(self, totals: dict, which: str = "mode") -> Partials:
+        """The deviation gains and social cost of the last iterate (``which="mode"``), a
+        reference profile or the optimum's, from its aggregates."""
+        t = {k[len(which) + 1:]: v for k, v in totals.items() if k.startswith(f"{which}_")}
+        m = self._profile(which)
+        own = self._costs(m, t, m[:, None])[:, 0]
+        best = self._costs(m, t).min(axis=1)
+        with np.errstate(over="ignore"):
+            gain = deviation_gain(own, best) / self.span
+        return Partials({"social": block_sums(self._social(m, t, own), self.start),
+                         "opted_out": block_sums(np.isinf(m), self.start)},
+                        {"nash_gap": float(np.max(gain)),
+                         "nash_gap_relative": float(np.max(relative_gain(own, best)))})
+
+    def iterate(self) -> NDArray:
+        """These agents' last iterate (what ``history=true`` gathers)."""
+        return self.mode
+
+    def view(self, agent: int) -> AgentView:
+        """Agent ``agent`` as this shard holds it, made on access."""
+        i = agent - self.start
+        strategy = (np.zeros(self.grid.size) if self.learner.drawn_from is None
+                    else self.learner.drawn_from[i].copy())
+        predicted = next(iter(self.references.values()))
+        return AgentView(agent, self._private(i), strategy,
+                         float("nan") if self.values is None else float(self.values[i]),
+                         float(self.mode[i]), float(predicted[i]))
+
+
+GAME = (1.0, 1.0, 1.0, 1.0)  # pricing's kappa, L_F, c, S: as LearningModel's pricing game
+
+
+def pricing_delta(total: float, n: int, aggregation: str) -> float:
+    """The release's error scale ``Delta`` from eq (3)'s aggregate (``sum sigma^-2`` under
+    MLE, ``sum sigma^2`` under the mean)."""
+    total = np.float64(total)
+    with np.errstate(divide="ignore"):
+        return float(total**-0.5 if aggregation == "mle" else np.sqrt(total) / n)
+
+
+class PricingSlice(GameSlice):
+    """Clients ``[start, stop)`` of pricing FL (as
+    :class:`~privgames.mechanisms.learning_games.PricingGame`): private sensitivities, noise
+    ``sigma`` on a log grid (``inf``: the opt-out under MLE), eq (10)'s profile the reference
+    (eq 11's with Definition 4's prices)."""
+
+    SETUP = (("type_partials", "all"), ("profiles", "all"), ("set_grid", "all"))
+    log_scale = True
+
+    def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
+                 start_run: int = 0) -> None:
+        super().__init__(config, seed, start, stop, start_run)
+        self.mle = config.aggregation == "mle"
+        self.alpha = np.clip(self.type_stream.normal(scale=config.alpha_std,
+                                                     loc=config.alpha_mean), 0.01, 0.99)
+        self.beta = np.zeros(self.size)
+
+    def type_partials(self, totals: dict) -> Partials:
+        summands = pricing.foc_summands(self.alpha, self.c.aggregation)
+        return Partials({k: block_sums(v, self.start) for k, v in summands.items()},
+                        {"neg_alpha_min": -float(self.alpha.min())})
+
+    def profiles(self, totals: dict) -> Partials:
+        """Eq (10) and eq (11) for these clients; their extremes set the grid."""
+        self.eq10, self.eq11 = (pricing.foc_profile_from(
+            self.alpha, totals, self.n, *GAME, self.c.aggregation, social)
+            for social in (False, True))
+        both = np.concatenate([self.eq10, self.eq11])
+        parts = pricing.aggregate_parts(self.eq11, self.c.aggregation)
+        return Partials({"parts11": block_sums(parts, self.start),
+                         "privacy11": block_sums(self.alpha * GAME[2] * GAME[3] / self.eq11,
+                                                 self.start)},
+                        {"hi": float(both.max()), "neg_lo": -float(both.min())})
+
+    def set_grid(self, totals: dict) -> Partials:
+        """The common grid (as :class:`~privgames.mechanisms.learning_games.PricingGame`),
+        Definition 4's coefficients from eq 11's aggregate, the reference profile."""
+        c = self.c
+        lo, hi = -totals["neg_lo"], totals["hi"]
+        levels = np.geomspace(lo / 10.0, hi * 10.0, c.grid_points - self.mle)
+        self.grid = _own_grid(c.grid, np.append(levels, np.inf) if self.mle else levels,
+                              opt_out=self.mle)
+        if c.pricing:
+            delta11 = pricing_delta(totals["parts11"], self.n, c.aggregation)
+            self.beta = pricing.penalty_from(self.alpha, self.eq11, delta11, totals["W"],
+                                             self.n, GAME[0], GAME[1], c.aggregation)
+        name = "eq11" if c.pricing else "eq10"
+        self.references = {name: snap_to(self.grid, self.eq11 if c.pricing else self.eq10,
+                                         True)}
+        return Partials()
+
+    @classmethod
+    def optimum_from(cls, totals: dict, config: Any) -> float:
+        """The smallest social cost (as ``PricingGame.optimum``): mean rule, eq (11)'s profile;
+        MLE, only the least sensitive client adds noise (``social_optimum``)."""
+        kappa, L_F, c, S = GAME
+        w_total, delta11 = totals["W"], pricing_delta(totals["parts11"], config.agents,
+                                                       config.aggregation)
+        if config.aggregation == "mean":
+            return w_total * float(pricing.loss_bound(delta11, kappa, L_F)) + totals["privacy11"]
+        alpha_min = -totals["neg_alpha_min"]
+        t = alpha_min * c * S / (kappa * w_total)
+        from scipy.optimize import brentq
+
+        hi = min(math.sqrt(t), (t * L_F) ** (1 / 3))
+        d = brentq(lambda x: x * x * (1 + x / L_F) - t, 0.0, hi * (1 + 1e-12),
+                   xtol=1e-300, rtol=4 * np.finfo(float).eps)
+        return w_total * float(pricing.loss_bound(d, kappa, L_F)) + alpha_min * c * S / d
+
+    def _private(self, i: int) -> dict[str, float]:
+        return {"alpha": float(self.alpha[i])}
+
+    def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
+        parts = pricing.aggregate_parts(v, self.c.aggregation)
+        finite = np.isfinite(parts)
+        sq = np.where(np.isfinite(v), v * v, 0.0)
+        return Partials({f"{prefix}parts": block_sums(np.where(finite, parts, 0.0), self.start),
+                         f"{prefix}inf_parts": block_sums(~finite, self.start),
+                         f"{prefix}sq": block_sums(sq, self.start)})
+
+    def _draw(self, v: NDArray, stream: BlockStreams, rows: int | None) -> NDArray:
+        """The release noise each client adds, ``N(0, sigma^2)`` (0 for an opt-out)."""
+        inside = np.isfinite(v)
+        return np.where(inside, stream.normal(rows) * np.where(inside, v, 0), 0.0)
+
+    def _release_partials(self, v: NDArray, noise: NDArray, partials: Partials) -> Partials:
+        inside = np.isfinite(v)
+        with np.errstate(divide="ignore"):
+            w = np.where(inside, v**-2.0, 0.0)
+        partials.sums.update({"w_noise": block_sums(w * noise, self.start),
+                              "w": block_sums(w, self.start),
+                              "noise": block_sums(noise, self.start),
+                              "outside": block_sums(~inside, self.start)})
+        return partials
+
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+        """:meth:`~privgames.mechanisms.learning_games.PricingGame.costs` from the totals."""
+        cand = self.grid[None, :] if candidates is None else candidates
+        rest = pricing.rest_from_total(pricing.aggregate_parts(v, self.c.aggregation),
+                                       totals["parts"], int(round(totals["inf_parts"])))[:, None]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            own = pricing.own_cost(cand, rest, self.alpha[:, None], *GAME, self.c.aggregation,
+                                   self.beta[:, None], self.n)
+            sq = np.where(np.isfinite(v), v * v, 0.0)
+            others = np.fmax(self.beta * (totals["sq"] - sq) / self.n**2, 0.0)
+        return own + others[:, None]
+
+    def _realized(self, v: NDArray, noise: NDArray, totals: dict, stream: BlockStreams,
+                  common: np.random.Generator, rows: int | None) -> NDArray:
+        """:meth:`~privgames.mechanisms.learning_games.PricingGame.realized` from the totals
+        (``noise``: one round's ``(n,)`` or several rounds' ``(k, n)``)."""
+        kappa, L_F, c, S = GAME
+        inside = np.isfinite(v)
+        w_sum, w_noise, e_sum = (np.asarray(totals[k]) for k in ("w", "w_noise", "noise"))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if self.mle:
+                error = np.where(w_sum > 0, w_noise / np.where(w_sum > 0, w_sum, 1.0), np.inf)
+            else:
+                error = np.where(totals["outside"] == 0, e_sum / self.n, np.inf)
+            loss = np.vectorize(lambda e: release_loss(float(e), kappa, L_F))(error)
+            accuracy = (1.0 - self.alpha) * np.asarray(loss)[..., None]
+            privacy = np.fmax(self.alpha * c * S / v, 0.0)
+            spread = noise - np.asarray(e_sum)[..., None] / self.n
+            penalty = np.where(inside, self.beta * spread**2,
+                               np.where(self.beta > 0, np.inf, 0.0))
+        return accuracy + privacy + penalty
+
+    def _social(self, v: NDArray, totals: dict, own: NDArray) -> NDArray:
+        """Eq (5)'s ``J_i`` with ``Delta`` from the totals (a client opting out pays only
+        accuracy; eq 6 sums them)."""
+        total = totals["parts"] if round(totals["inf_parts"]) == 0 else math.inf
+        u = float(pricing.loss_bound(pricing_delta(total, self.n, self.c.aggregation),
+                                     GAME[0], GAME[1]))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p = np.where(self.alpha > 0, self.alpha * pricing.privacy_loss(v, *GAME[2:]), 0.0)
+        return (1.0 - self.alpha) * u + p
+
+
+class BASSlice(GameSlice):
+    """Users ``[start, stop)`` of the BAS chain's stage game (as
+    :class:`~privgames.mechanisms.learning_games.BASGame`): preferences ``U[0, beta_max]``,
+    noise variances on an even grid; the grid game's NE (one pass down the chain, continued
+    shard to shard) and Theorem 1's profile the references."""
+
+    SETUP = (("type_partials", "all"), ("set_grid", "all"), ("chain_nash", "chain"))
+
+    def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
+                 start_run: int = 0) -> None:
+        super().__init__(config, seed, start, stop, start_run)
+        self.beta = config.beta_max * self.type_stream.uniform()
+        self.alpha = chain.alpha_from_beta(self.beta)
+
+    def type_partials(self, totals: dict) -> Partials:
+        return Partials({"alpha_sum": block_sums(self.alpha, self.start)},
+                        {"beta_max": float(self.beta.max())})
+
+    def set_grid(self, totals: dict) -> Partials:
+        """The grid; Theorem 1's profile ``(m max beta, 0, ..., 0)`` and the social optimum's
+        (all noise first: ``m (mean alpha)^(2/3)``, :func:`chain.central_optimum`)."""
+        self.grid = bas_grid(totals["beta_max"], self.c.grid_points, self.c.grid)
+        first = np.zeros(self.size)
+        self._theorem1 = first.copy()
+        self.optimum_profile = first.copy()
+        if self.start == 0:
+            self._theorem1[0] = chain.M * totals["beta_max"]
+            self.optimum_profile[0] = chain.M * (totals["alpha_sum"] / self.n) ** (2.0 / 3.0)
+        self._theorem1 = snap_to(self.grid, self._theorem1, False)
+        return Partials()
+
+    def chain_nash(self, totals: dict, prefix: float | None) -> float:
+        """The grid game's NE for these users, from the variance the first receives."""
+        nash, prefix = bas_chain_replies(self.grid, self.alpha, prefix or 0.0)
+        self.references = {"nash": nash, "theorem1": self._theorem1}
+        return prefix
+
+    def _private(self, i: int) -> dict[str, float]:
+        return {"beta": float(self.beta[i])}
+
+    def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
+        return Partials(gathered={f"{prefix}blocks": block_sums(v, self.start)})
+
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+        blocks = totals["blocks"]
+        return bas_costs(v, blocks.sum(), exclusive_scan(v, self.start, blocks), self.alpha,
+                         self.grid[None, :] if candidates is None else candidates)
+
+    def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
+                  common: np.random.Generator, rows: int | None) -> NDArray:
+        own = self._costs(v, totals, v[:, None])[:, 0]
+        return bas_realized(own, totals["blocks"].sum(), common.chisquare(self.c.d, rows),
+                            self.c.d)
+
+
+class SARSlice(GameSlice):
+    """Users ``[start, stop)`` of SAR participation (as
+    :class:`~privgames.mechanisms.learning_games.SARGame`): take part (1) or not (0); the NE's
+    count of participants the reference (the first ``k`` users)."""
+
+    SETUP = (("set_grid", "all"),)
+
+    def set_grid(self, totals: dict) -> Partials:
+        self.game = SARGame(self.n, self.c.p, self.c.attacker)
+        self.grid = self.game.grid
+        self.references = {"nash": (np.arange(self.start, self.start + self.size)
+                                    < self.game.participants()).astype(float)}
+        return Partials()
+
+    def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
+        return Partials({f"{prefix}count": block_sums(v, self.start)})
+
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+        return self.game.costs_given(v, totals["count"], candidates)
+
+    def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
+                  common: np.random.Generator, rows: int | None) -> NDArray:
+        """Each user's place among the participants and two uniforms, from its own stream."""
+        k = int(round(totals["count"]))
+        position = stream.integers(max(k, 1), rows)
+        u = stream.uniform(2 if rows is None else 2 * rows)
+        return self.game.realized_given(v, k, position,
+                                        u if rows is None else u.reshape(rows, 2, -1))
+
+    def _distance_partials(self, mode: NDArray) -> Partials:
+        """The users are alike: the participants' counts, now and in each reference."""
+        return Partials({"count_mode": block_sums(mode, self.start),
+                         **{f"count_{name}": block_sums(ref, self.start)
+                            for name, ref in self.references.items()}})
+
+    @classmethod
+    def distance_from(cls, totals: dict, name: str, config: Any) -> float:
+        """The gap in the participating share (as ``SARGame.distance``)."""
+        return abs(totals["count_mode"] - totals[f"count_{name}"]) / config.agents
+
+    @classmethod
+    def optimum_from(cls, totals: dict, config: Any) -> float:
+        """The better common action (``GridGame.optimum``): nobody, or everyone taking part."""
+        n = config.agents
+        game = SARGame(n, config.p, config.attacker)
+        everyone = n * float(game.costs_given(np.ones(1), n, np.ones((1, 1)))[0, 0])
+        return min(0.0, everyone)
+
+
+class PPSPSlice(GameSlice):
+    """Nodes ``[start, stop)`` of the PPSP ring's noise game (as
+    :class:`~privgames.mechanisms.learning_games.PPSPGame`): private weights, ``c`` on a log
+    grid a decade either side of the preferred ``c``; Theorem 4's common ``c`` for the summed
+    weights the reference."""
+
+    SETUP = (("type_partials", "all"), ("set_grid", "all"))
+    log_scale = True
+
+    def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
+                 start_run: int = 0) -> None:
+        from privgames.environments.ppsp_ring import NoiseGameConfig
+
+        super().__init__(config, seed, start, stop, start_run)
+        ring = NoiseGameConfig(n=config.agents, weighting=config.weighting,
+                               spread=config.spread)
+        self.weights = ring.weights_from(None if config.weighting == "equal"
+                                         else self.type_stream.uniform(3).T, self.size)
+        self.args = (config.agents, ring.K, ring.delta, ring.d)
+
+    def type_partials(self, totals: dict) -> Partials:
+        preferred = [ppsp.optimal_c(*w, *self.args) for w in self.weights]
+        return Partials({"weights": block_sums(self.weights.T, self.start)},
+                        {"c_hi": max(preferred), "neg_c_lo": -min(preferred)})
+
+    def set_grid(self, totals: dict) -> Partials:
+        """The grid; Theorem 4's ``c`` for the summed weights (snapped: the reference; as it
+        is: the optimum's profile)."""
+        self.grid = ppsp_grid(-totals["neg_c_lo"], totals["c_hi"], self.c.grid_points,
+                              self.c.grid)
+        common = ppsp.optimal_c(*totals["weights"], *self.args)
+        self.optimum_profile = np.full(self.size, common)
+        self.references = {"theorem4": snap_to(self.grid, self.optimum_profile, True)}
+        return Partials()
+
+    def _private(self, i: int) -> dict[str, float]:
+        return dict(zip(("gamma_u", "gamma_a", "gamma_p"), map(float, self.weights[i]),
+                        strict=True))
+
+    def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
+        order = np.sort(v)
+        return Partials(gathered={f"{prefix}largest": order[-2:],
+                                  f"{prefix}smallest": order[:2]})
+
+    def _extremes(self, totals: dict) -> tuple[NDArray, NDArray]:
+        return np.sort(totals["largest"])[-2:], np.sort(totals["smallest"])[:2]
+
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+        largest, smallest = self._extremes(totals)
+        return ppsp_costs(v, largest, smallest, self.weights, self.args,
+                          self.grid[None, :] if candidates is None else candidates)
+
+    def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
+                  common: np.random.Generator, rows: int | None) -> NDArray:
+        own = self._costs(v, totals, v[:, None])[:, 0]
+        return ppsp_realized(own, self._extremes(totals)[0][-1], self.weights, self.args,
+                             common.standard_normal(rows))
+
+
+#: The slice of each game that runs over shards.
+SLICES: dict[str, type[GameSlice]] = {"pricing": PricingSlice, "bas": BASSlice,
+                                      "sar": SARSlice, "ppsp": PPSPSlice}
