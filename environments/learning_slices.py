@@ -563,9 +563,9 @@ class PPSPSlice(GameSlice):
         self.args = (config.agents, ring.K, ring.delta, ring.d)
 
     def type_partials(self, totals: dict) -> Partials:
-        preferred = [ppsp.optimal_c(*w, *self.args) for w in self.weights]
+        preferred = ppsp.optimal_c_each(self.weights, *self.args)
         return Partials({"weights": block_sums(self.weights.T, self.start)},
-                        {"c_hi": max(preferred), "neg_c_lo": -min(preferred)})
+                        {"c_hi": float(preferred.max()), "neg_c_lo": -float(preferred.min())})
 
     def set_grid(self, totals: dict) -> Partials:
         """The grid; Theorem 4's ``c`` for the summed weights (snapped: the reference; as it

@@ -400,8 +400,8 @@ class PPSPGame(GridGame):
                  grid_points: int = 21, grid: ArrayLike | None = None) -> None:
         self.weights = np.asarray(weights, dtype=float)
         self.args = (self.weights.shape[0], int(K), float(delta), float(d))
-        preferred = [ppsp.optimal_c(*w, *self.args) for w in self.weights]
-        self.grid = ppsp_grid(min(preferred), max(preferred), grid_points, grid)
+        preferred = ppsp.optimal_c_each(self.weights, *self.args)
+        self.grid = ppsp_grid(preferred.min(), preferred.max(), grid_points, grid)
         self.n = self.weights.shape[0]
 
     def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:

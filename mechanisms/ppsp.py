@@ -152,10 +152,33 @@ def optimal_c(gamma_u: float, gamma_a: float, gamma_p: float, n: int, K: int, de
     for name, g in (("gamma_u", gamma_u), ("gamma_a", gamma_a), ("gamma_p", gamma_p)):
         if g <= 0:
             raise ConfigError(f"{name}={g!r} is out of range: {name} must be > 0")
-    roots = np.roots([4 * gamma_a * math.pi**2 * n**2, math.sqrt(6) * gamma_u * math.pi
-                      * n**1.5, 0.0, -6.0 * gamma_p * _privacy_coefficient(K, delta, d)])
+    cubic, square, constant = _theorem4_cubic(gamma_u, gamma_a, gamma_p, n, K, delta, d)
+    roots = np.roots([cubic, square, 0.0, -constant])
     real = roots[np.abs(roots.imag) < 1e-9 * np.abs(roots).max()].real
     return float(real[real > 0].max())
+
+
+def _theorem4_cubic(gamma_u: ArrayLike, gamma_a: ArrayLike, gamma_p: ArrayLike, n: int,
+                    K: int, delta: float, d: float) -> tuple:
+    """Theorem 4's cubic ``A c^3 + B c^2 - E' = 0`` as ``(A, B, E')``."""
+    return (4 * np.asarray(gamma_a) * math.pi**2 * n**2,
+            math.sqrt(6) * np.asarray(gamma_u) * math.pi * n**1.5,
+            6.0 * np.asarray(gamma_p) * _privacy_coefficient(K, delta, d))
+
+
+def optimal_c_each(weights: NDArray, n: int, K: int, delta: float, d: float = 0.0) -> NDArray:
+    """:func:`optimal_c` for each row ``(gamma_u, gamma_a, gamma_p)`` of ``weights`` at once
+    (positive weights): Newton's method from above the root, where the cubic is convex and
+    increasing, so the iterates fall monotonically to it; stopped when they no longer fall."""
+    a, b, e = _theorem4_cubic(weights[:, 0], weights[:, 1], weights[:, 2], n, K, delta, d)
+    c = np.maximum(np.cbrt(e / a), np.sqrt(e / b))  # each term alone reaches e there
+    for _ in range(200):
+        step = (c * c * (a * c + b) - e) / (c * (3.0 * a * c + 2.0 * b))
+        nxt = c - np.maximum(step, 0.0)
+        if np.all(nxt >= c):
+            break
+        c = np.minimum(nxt, c)
+    return c
 
 
 def neighbour_statistics(sent_to: NDArray, sent_by: NDArray) -> NDArray:
