@@ -2,7 +2,8 @@
 driver's and each shard's memory, and the bytes that cross Ray per round, against the
 in-process engine at the same size; then the long run, 10^6 agents x 200 rounds on 2 shards
 (``--quick``: 3,000 x 30), with the shards' memory after a tenth of the rounds and at the end
-(it must not grow with the rounds).
+(it must not grow with the rounds); and every game over 2 shards at 10^5 agents (``--quick``:
+3,000) against the in-process engine (``--games``: only that part).
 
 Run ``python benchmarks/bench_shards.py`` (``--quick`` for a smoke run). Each configuration runs
 in a fresh process, so that each peak resident size is its own.
@@ -20,14 +21,15 @@ from _common import arguments
 
 SIZES = (10_000, 100_000, 1_000_000)
 SHARDS = (1, 2, 4)
+GAMES = ("bas", "sar", "ppsp", "pricing")
 
 
-def one(agents: int, shards: int, rounds: int, probe: int) -> dict:
+def one(agents: int, shards: int, rounds: int, probe: int, game: str = "pricing") -> dict:
     """One population: ``shards`` = 0 runs the in-process engine (``backend=vectorized``)."""
     from privgames.environments.learning_dynamics import LearningConfig, make_learning_model
 
     ray = {"backend": "ray", "shards": shards, "checkpoint_every": 0} if shards else {}
-    config = LearningConfig(game="pricing", learner="hedge", agents=agents, rounds=rounds,
+    config = LearningConfig(game=game, learner="hedge", agents=agents, rounds=rounds,
                             **ray)
     started = time.perf_counter()
     model = make_learning_model(config, 1)
@@ -38,7 +40,7 @@ def one(agents: int, shards: int, rounds: int, probe: int) -> dict:
     started = time.perf_counter()
     model.run(rounds - probe)
     per_round = (time.perf_counter() - started) / (rounds - probe)
-    out = {"agents": agents, "shards": shards, "rounds": rounds, "setup_s": setup,
+    out = {"game": game, "agents": agents, "shards": shards, "rounds": rounds, "setup_s": setup,
            "round_s": per_round,
            "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if shards:
@@ -51,23 +53,28 @@ def one(agents: int, shards: int, rounds: int, probe: int) -> dict:
     return out
 
 
-def _in_fresh_process(agents: int, shards: int, rounds: int, probe: int) -> dict:
+def _in_fresh_process(agents: int, shards: int, rounds: int, probe: int,
+                      game: str = "pricing") -> dict:
     done = subprocess.run([sys.executable, __file__, "--one", f"{agents},{shards},{rounds},"
-                           f"{probe}"], capture_output=True, text=True, check=True)
+                           f"{probe},{game}"], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     if "--one" in sys.argv:
-        agents, shards, rounds, probe = map(int, sys.argv[sys.argv.index("--one") + 1].split(","))
-        print(json.dumps(one(agents, shards, rounds, probe)))
+        *numbers, game = sys.argv[sys.argv.index("--one") + 1].split(",")
+        print(json.dumps(one(*map(int, numbers), game)))
         return
-    args = arguments(__doc__)
+    args = arguments(__doc__, ("--games", "only every game over 2 shards"))
     sizes, shards, rounds = ((3000,), (1, 2), 4) if args.quick else (SIZES, SHARDS, 6)
-    table = [_in_fresh_process(n, k, rounds, 2) for n in sizes for k in (0, *shards)
-             if k <= -(-n // 1024)]
-    out = {"table": table, "long": (_in_fresh_process(3000, 2, 30, 3) if args.quick else
-                                    _in_fresh_process(1_000_000, 2, 200, 20))}
+    agents = 3000 if args.quick else 100_000
+    out = {"games": [_in_fresh_process(agents, k, rounds, 2, game) for game in GAMES
+                     for k in (0, 2)]}
+    if not args.games:
+        out["table"] = [_in_fresh_process(n, k, rounds, 2) for n in sizes for k in (0, *shards)
+                        if k <= -(-n // 1024)]
+        out["long"] = (_in_fresh_process(3000, 2, 30, 3) if args.quick else
+                       _in_fresh_process(1_000_000, 2, 200, 20))
     print(json.dumps(out))
 
 

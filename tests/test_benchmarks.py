@@ -135,3 +135,8 @@ def test_shards_benchmark():
             assert len(r["shard_rss_mb"]) == r["shards"] and r["bytes_per_round"] > 0
             assert max(r["shard_rss_mb"]) <= 1.1 * max(r["shard_rss_mb_early"])
     assert report["long"]["shard_growth"] < 1.1 and report["long"]["shards"] == 2
+    games = report["games"]
+    assert {(r["game"], r["shards"]) for r in games} == {
+        (g, k) for g in ("bas", "sar", "ppsp", "pricing") for k in (0, 2)}
+    assert all(_finite(r["round_s"]) and (r["bytes_per_round"] > 0 or not r["shards"])
+               for r in games)
