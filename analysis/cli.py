@@ -294,4 +294,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print("privgames: interrupted; finished tasks are kept in OUT/.parts and a rerun with "
               "the same parameters resumes them", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader left (``privgames list | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return 0

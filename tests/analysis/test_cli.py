@@ -27,6 +27,18 @@ def _modules_after(code: str) -> set[str]:
     return set(done.stdout.split())
 
 
+def test_list_into_a_reader_that_left_is_quiet():
+    """``privgames list | head -1``: the reader has closed the pipe; no traceback."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    done = subprocess.run([sys.executable, "-m", "privgames.analysis", "list"], stdout=write,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+    os.close(write)
+    assert done.returncode == 141 and done.stderr == ""
+
+
 def test_list_imports_no_environment_and_no_pandas():
     """Start-up: `privgames list` reads the catalogue; nothing heavy is imported."""
     loaded = _modules_after("from privgames.analysis.cli import main; main(['list'])")
