@@ -11,17 +11,19 @@ to shard through the object store, not through the driver), then steps its ``T``
 the ``T`` it received. The arithmetic is the vectorized ring's, operation for operation, so
 with the same seed the states and records are bit-identical.
 
-Every ``SNAPSHOT_EVERY`` steps the driver checkpoints each shard (states, records, the noise
-streams' positions). A shard that dies is replaced by a new actor restored from the last
-checkpoint, the survivors are rolled back to it, and the run replays from there: it ends with
-the states of an undisturbed run.
+Each shard builds its own segment from the configuration and the seeds (secrets, states, noise
+streams, its window of the estimator): the driver holds no node, only each shard's node count,
+the secrets' sum and the per-step records. Every ``SNAPSHOT_EVERY`` steps each shard
+checkpoints its state (states, records, the noise streams' positions) into Ray's object
+store; the driver keeps the references. A shard that dies is replaced by a new actor restored
+from the last checkpoint, the survivors are rolled back to it, and the run replays from there:
+it ends with the states of an undisturbed run.
 """
 
 from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -33,6 +35,7 @@ from privgames.environments.ppsp_ring import (
     RingRun,
     Schedule,
     Window,
+    ring_total,
 )
 from privgames.environments.ray_session import ensure_ray
 
@@ -42,6 +45,8 @@ SNAPSHOT_EVERY = 100
 BLOCK_BYTES = 64 * 2**20
 #: Restarts of lost shards after which the run gives up.
 MAX_RECOVERIES = 3
+#: The final ids and states are gathered in the driver only up to this many numbers.
+GATHER_LIMIT = 2**22
 
 
 class ShardLostError(RuntimeError):
@@ -49,20 +54,51 @@ class ShardLostError(RuntimeError):
 
 
 class RingShard:
-    """One shard: a contiguous segment of the ring (ids in ring order) and its states."""
+    """One shard: a contiguous segment of the ring (ids in ring order) and its states, built
+    in the shard from the configuration and the seeds (the driver never holds a node)."""
 
-    def setup(self, config: PPSPConfig, seed: np.random.SeedSequence, ids: NDArray,
-              state: NDArray, noise_ids: NDArray, secrets: Mapping[int, float]) -> None:
-        """Take the segment ``ids`` with its states for a new run; ``secrets``: the leaver's
-        (the only secret a shard uses: it sends ``x - s``)."""
+    def setup(self, config: PPSPConfig, secret_state: dict,
+              noise_seed: np.random.SeedSequence, segment: int,
+              join_secret: float | None) -> None:
+        """Take segment ``segment`` of the initial ring for a new run: its nodes' secrets
+        (drawn from the model's stream, skipped to the segment), states, noise streams and
+        window; ``join_secret``: the joining node's (it joins in the shard of its
+        predecessor)."""
         vars(self).clear()
-        self.config, self.ids, self.secrets = config, ids, secrets
-        self.state = np.array(state)  # writable: Ray's arguments are read-only views
-        self.noise = RingNoise(seed, config, noise_ids)
+        c = config
+        bounds = c.segment_bounds()
+        lo, hi = int(bounds[segment]), int(bounds[segment + 1])
+        home = c.join_at is not None and lo <= c.join_next_to < hi
+        self.config, self.ids = c, np.arange(lo, hi)
+        self.window = Window(c, (lo, hi, c.join_node if home else None, segment))
+        secrets = draw_secrets(c, secret_state, lo, hi)
+        self.state = np.tile(secrets, (c.replications, 1))
+        # each slot's secret; the joiner's replaces its id's (as PPSPModel.secrets does)
+        self.secrets = np.append(secrets, [join_secret] if self.window.joiner is not None
+                                 else [])
+        if c.join_at is not None and lo <= c.join_node < hi:
+            self.secrets[c.join_node - lo] = join_secret
+        self.noise = RingNoise(noise_seed, c, np.append(self.ids, [c.join_node] if home
+                                                         else []).astype(int))
         self.std = Schedule(config)
-        self.window = Window(config)
         self.betas: NDArray | None = None
         self._ring: NDArray | None = None  # the ids the cached schedule is for
+
+    def _secret(self, node: int) -> float:
+        return float(self.secrets[self.window.slots(np.array([node]))[0]])
+
+    def secret_total(self, leaver: int | None) -> float:
+        """The secrets of this segment's nodes (but ``leaver``), summed in ring order."""
+        ids = self.ids if leaver is None else self.ids[self.ids != leaver]
+        return float(self.secrets[self.window.slots(ids)].sum())
+
+    def predecessor(self, node: int) -> int | None:
+        """The node before ``node`` in this segment (``None``: it is the first)."""
+        p = int(np.flatnonzero(self.ids == node)[0])
+        return int(self.ids[p - 1]) if p else None
+
+    def last(self) -> int:
+        return int(self.ids[-1])
 
     def emit(self, k0: int, T: int, leaver: int | None) -> NDArray:
         """Draw the noise of steps ``k0 .. k0+T-1`` and return the last node's ``T`` messages.
@@ -81,7 +117,7 @@ class RingShard:
             beta = self.betas[t, :, m - T:]
             d = tail - beta
             if leaver is not None and leaver == self.ids[-1]:
-                d[:, -1] = tail[:, -1] - self.secrets[leaver]
+                d[:, -1] = tail[:, -1] - self._secret(leaver)
             out[t] = d[:, -1]
             tail[:, 1:] = d[:, :-1]
             tail += beta
@@ -112,7 +148,7 @@ class RingShard:
         d = self.state - beta
         if leaver is not None:
             p = int(np.flatnonzero(self.ids == leaver)[0])
-            d[:, p] = self.state[:, p] - self.secrets[leaver]
+            d[:, p] = self.state[:, p] - self._secret(leaver)
         shifted = np.empty_like(d)
         shifted[:, 0] = d_in
         shifted[:, 1:] = d[:, :-1]
@@ -125,12 +161,12 @@ class RingShard:
             self.ids = np.delete(self.ids, p)
         self.state = new
 
-    def insert(self, after: int, node: int, value: float) -> None:
-        """A node joins after node ``after`` with state ``value``."""
+    def insert(self, after: int, node: int) -> None:
+        """A node joins after node ``after`` with its secret as its state."""
         pos = int(np.flatnonzero(self.ids == after)[0]) + 1
         self.ids = np.insert(self.ids, pos, node)
         self.window.join(node, after)
-        self.state = np.insert(self.state, pos, value, axis=1)
+        self.state = np.insert(self.state, pos, self._secret(node), axis=1)
 
     def checkpoint(self) -> dict:
         """Everything this shard holds: states, records and the noise streams' positions."""
@@ -148,52 +184,65 @@ class RingShard:
     def alive(self) -> bool:
         return True
 
-    def finish(self) -> tuple[tuple[NDArray, NDArray, NDArray | None], NDArray, NDArray]:
+    def finish(self, gather: bool) -> tuple[tuple[NDArray, NDArray, NDArray | None],
+                                            NDArray | None, NDArray | None]:
         """Per step: this shard's segment of the estimator error and of the network sum, and
-        its nodes' estimates (:meth:`Window.parts`); its node ids and final states."""
-        return self.window.parts(), self.ids, self.state
+        its nodes' estimates (:meth:`Window.parts`); with ``gather``, its node ids and final
+        states."""
+        return self.window.parts(), *((self.ids, self.state) if gather else (None, None))
+
+
+def draw_secrets(config: PPSPConfig, state: dict, lo: int, hi: int) -> NDArray:
+    """The secrets of node ids ``[lo, hi)`` (``< n``): the configuration's, or the uniform
+    draws on ``[0, 100]`` that :class:`~privgames.environments.ppsp_ring.PPSPModel` makes from
+    its generator, whose ``state`` it saved before the draw, skipped ahead to ``lo`` (one
+    64-bit draw a number): a shard draws its own nodes' numbers of the whole ring's draw."""
+    if config.secrets is not None:
+        return np.array(config.secrets[lo:hi], dtype=float)
+    bits = getattr(np.random, state["bit_generator"])()
+    bits.state = state
+    bits.advance(lo)
+    return np.random.Generator(bits).uniform(0.0, 100.0, hi - lo)
 
 
 @dataclass
 class _Ring:
-    """The driver's view: the ring's order, each shard's node ids, the sum of the active
-    secrets, the step reached and the target of every step so far. Order and members are
-    immutable (a join or leave makes new ones), so a checkpoint's copy costs nothing at
-    n = 10^5 (copying them took 4.8 ms)."""
+    """The driver's view: each shard's node count, the sum of the active secrets, the step
+    reached and the target of every step so far (O(shards + K), never a node)."""
 
-    order: tuple[int, ...]
-    members: tuple[frozenset[int], ...]
+    sizes: list[int]
     target: float
     step: int = 0
     targets: list[float] = field(default_factory=list)
 
     def copy(self) -> _Ring:
-        return replace(self, targets=list(self.targets))
+        return replace(self, sizes=list(self.sizes), targets=list(self.targets))
 
 
 def run_ray_ring(model, kill_shard: tuple[int, int] | None = None) -> RingRun:
     """Run ``model``'s SI-PPSP on Ray shards (an embedded local Ray unless one is running).
 
+    The shards build their segments from the seeds; the driver sends each block's step
+    numbers and events and keeps per-step records: the final ids and states are gathered only
+    when they hold at most ``GATHER_LIMIT`` numbers (else ``None`` in the result).
     ``kill_shard=(shard, step)`` kills that shard's actor once, in the first block that
     reaches ``step`` (fault injection: the run recovers from the last checkpoint).
     """
     ray = ensure_ray()
     c: PPSPConfig = model.config
-    labels = c.segment_of()[model.ids]
-    segments = [model.ids[labels == s] for s in range(labels.max() + 1)]
-    home = _join_home(c, segments)
-    starts = np.cumsum([0] + [len(seg) for seg in segments])[:-1]
-    leaving = {} if c.leave_at is None else {c.leave_node: float(model.secrets[c.leave_node])}
-    args = [(c, model.noise_seed, seg, model.state[:, lo:lo + len(seg)],
-             np.append(seg, [c.join_node] if home == s else []).astype(int), leaving)
-            for s, (lo, seg) in enumerate(zip(starts, segments, strict=True))]
+    join_secret = None
+    if c.join_at is not None:
+        join_secret = (c.join_secret if c.join_secret is not None else
+                       float(draw_secrets(c, model.secret_state, c.join_node, c.join_node + 1)[0]))
+    args = [(c, model.secret_state, model.noise_seed, s, join_secret)
+            for s in range(c.segments)]
     shards = _lease(ray, len(args))
     for sh, a in zip(shards, args, strict=True):
         sh.setup.remote(*a)
-    ring = _Ring(tuple(model.ids.tolist()), tuple(frozenset(seg.tolist()) for seg in segments),
-                 float(model.secrets[model.ids].sum()))  # the sum the vectorized ring makes
     try:
-        run = _drive(ray, model, shards, ring, home, args, kill_shard)
+        ring = _Ring(np.diff(c.segment_bounds()).tolist(),
+                     ring_total(ray.get([sh.secret_total.remote(None) for sh in shards])))
+        run = _drive(ray, model, shards, ring, args, kill_shard)
     except BaseException:  # a failed run leaves no actors behind in the session
         for shard in shards:
             ray.kill(shard)
@@ -222,23 +271,27 @@ def _lease(ray, count: int) -> list:
     return shards[:count]
 
 
-def _drive(ray, model, shards, ring: _Ring, home, args: list[tuple], kill_shard) -> RingRun:
-    """Submit each block's emit/absorb calls; checkpoint every ``SNAPSHOT_EVERY`` steps and
-    recover a lost shard from the last checkpoint (before the first: from ``setup(*args)``),
+def _drive(ray, model, shards, ring: _Ring, args: list[tuple], kill_shard) -> RingRun:
+    """Submit each block's emit/absorb calls; checkpoint every ``SNAPSHOT_EVERY`` steps (each
+    shard's state stays in Ray's object store: the driver keeps the references) and recover
+    a lost shard from the last checkpoint (before the first: from ``setup(*args)``),
     detected at a checkpoint or at the end."""
     c: PPSPConfig = model.config
     saved = (ring.copy(), None)  # None: the shards as set up
     recoveries = 0
+    gather = c.final_size * c.replications <= GATHER_LIMIT
     while True:
         try:
             while ring.step < c.K:
-                ring.step = _submit_block(model, shards, ring, home)
+                ring.step = _submit_block(ray, c, shards, ring)
                 if kill_shard is not None and ring.step > kill_shard[1]:
                     ray.kill(shards[kill_shard[0]])
                     kill_shard = None
                 if ring.step % SNAPSHOT_EVERY == 0 and ring.step != c.K:
-                    saved = (ring.copy(), ray.get([sh.checkpoint.remote() for sh in shards]))
-            finished = ray.get([sh.finish.remote() for sh in shards])
+                    states = [sh.checkpoint.remote() for sh in shards]
+                    ray.get([sh.alive.remote() for sh in shards])  # each after its checkpoint
+                    saved = (ring.copy(), states)
+            finished = ray.get([sh.finish.remote(gather) for sh in shards])
             break
         except ray.exceptions.RayActorError as err:
             recoveries += 1
@@ -247,7 +300,10 @@ def _drive(ray, model, shards, ring: _Ring, home, args: list[tuple], kill_shard)
                                      f"at step {saved[0].step}") from err
             ring = _recover(ray, shards, saved, args, ring.step)
     parts = [f[0] for f in finished]
-    ids, state = _assemble([f[1] for f in finished], [f[2] for f in finished], ring.order)
+    ids = state = None
+    if gather:  # the segments in order are the ring in order
+        ids = np.concatenate([f[1] for f in finished])
+        state = np.concatenate([f[2] for f in finished], axis=1)
     # each shard fills its own segment's column and leaves 0 elsewhere: adding the shards is
     # exact, and the sum over segments is then the one Window.result makes
     error = np.sum([p[0] for p in parts], axis=0).sum(axis=-1)
@@ -260,42 +316,46 @@ def _drive(ray, model, shards, ring: _Ring, home, args: list[tuple], kill_shard)
     return RingRun(error, sums, np.array(ring.targets), estimates, None, ids, state)
 
 
-def _submit_block(model, shards, ring: _Ring, home) -> int:
+def _submit_block(ray, c: PPSPConfig, shards, ring: _Ring) -> int:
     """Submit the next block of steps (one exchange) and return the step it ends at."""
-    c: PPSPConfig = model.config
     k = ring.step
     if k == c.join_at:
-        at = ring.order.index(c.join_next_to) + 1
-        ring.order = (*ring.order[:at], c.join_node, *ring.order[at:])
-        ring.members = tuple(m | {c.join_node} if s == home else m
-                             for s, m in enumerate(ring.members))
-        shards[home].insert.remote(c.join_next_to, c.join_node, model.secrets[c.join_node])
+        home = _segment_of(c, c.join_next_to)
+        shards[home].insert.remote(c.join_next_to, c.join_node)
+        ring.sizes[home] += 1
     leaver = c.leave_node if k == c.leave_at else None
     T = 1 if leaver is not None else _block_length(c, ring, k)
-    keeper = ring.order[ring.order.index(leaver) - 1] if leaver is not None else None
-    if leaver is not None:
-        ring.order = tuple(i for i in ring.order if i != leaver)
+    keeper = at = None
+    if leaver is not None:  # its predecessor keeps its state: in its shard, or the last before
+        at = _segment_of(c, leaver)
+        keeper, home = ray.get(shards[at].predecessor.remote(leaver)), at
+        if keeper is None:
+            home = (at - 1) % len(shards)
+            keeper = ray.get(shards[home].last.remote())
     if k in (c.join_at, c.leave_at):  # summed over the new ring, as the vectorized ring does
-        ring.target = float(model.secrets[list(ring.order)].sum())
-    targets = np.full(T, ring.target)
-    sizes = np.full(T, len(ring.order))
-    ring.targets.extend(targets)
-    out = [sh.emit.remote(k, T, leaver if leaver in ring.members[s] else None)
-           for s, sh in enumerate(shards)]
-    for s, sh in enumerate(shards):
-        sh.absorb.remote(out[s - 1], keeper if keeper in ring.members[s] else None,
-                         leaver if leaver in ring.members[s] else None, targets, sizes)
+        ring.target = ring_total(ray.get([sh.secret_total.remote(leaver) for sh in shards]))
     if leaver is not None:
-        ring.members = tuple(m - {leaver} for m in ring.members)
+        ring.sizes[at] -= 1
+    targets = np.full(T, ring.target)
+    sizes = np.full(T, sum(ring.sizes))
+    ring.targets.extend(targets)
+    out = [sh.emit.remote(k, T, leaver if s == at else None) for s, sh in enumerate(shards)]
+    for s, sh in enumerate(shards):
+        sh.absorb.remote(out[s - 1], keeper if leaver is not None and s == home else None,
+                         leaver if s == at else None, targets, sizes)
     return k + T
+
+
+def _segment_of(c: PPSPConfig, node: int) -> int:
+    """The shard that holds ``node`` (an id of the initial ring)."""
+    return int(np.searchsorted(c.segment_bounds(), node, side="right")) - 1
 
 
 def _block_length(c: PPSPConfig, ring: _Ring, k: int) -> int:
     """Steps until the next event, checkpoint or the end, at most the smallest shard's size
     and what ``BLOCK_BYTES`` holds of the largest shard's noise."""
-    largest = max(len(m) for m in ring.members)
-    T = min(min(len(m) for m in ring.members), max(1, BLOCK_BYTES // (8 * c.replications
-                                                                        * largest)))
+    largest = max(ring.sizes)
+    T = min(min(ring.sizes), max(1, BLOCK_BYTES // (8 * c.replications * largest)))
     stops = [c.K, (k // SNAPSHOT_EVERY + 1) * SNAPSHOT_EVERY]
     stops += [e for e in (c.join_at, c.leave_at) if e is not None and e > k]
     return max(1, min(T, min(stops) - k))
@@ -325,19 +385,3 @@ def _alive(ray, shard) -> bool:
         return True
     except Exception:  # noqa: BLE001 - any failure means the actor is gone
         return False
-
-
-def _join_home(c: PPSPConfig, segments: list[NDArray]) -> int | None:
-    if c.join_at is None:
-        return None
-    return next(s for s, seg in enumerate(segments) if c.join_next_to in seg)
-
-
-def _assemble(ids: list[NDArray], states: list[NDArray],
-              ring: tuple[int, ...]) -> tuple[NDArray, NDArray]:
-    """The shards' node ids and states, joined in ring order."""
-    ids, state = np.concatenate(ids), np.concatenate(states, axis=1)
-    position = np.empty(ids.max() + 1, dtype=int)
-    position[ids] = np.arange(ids.size)
-    order = position[np.array(ring)]
-    return ids[order], state[:, order]

@@ -108,12 +108,18 @@ class PPSPConfig:
         ``MAX_WINDOW_BYTES``), a node agent each, and the per-step records; the attack
         experiments also keep every message ``(K, R, n)``. Work: node-steps."""
         cap = self.capacity
-        state = 8.0 * self.replications * cap
+        work = float(self.K) * cap * self.replications
         window = min(8.0 * cap * cap * self.replications, MAX_WINDOW_BYTES)
+        estimates = 8.0 * self.K * cap if window < MAX_WINDOW_BYTES else 0.0
+        if self.backend == "ray":  # the largest shard: its segment's arrays and noise block
+            m = -(-cap // self.segments)
+            shard = 6 * 8.0 * self.replications * m + window + 64 * 2**20 + estimates
+            driver = 8.0 * self.K * 2 * self.replications * self.segments + estimates
+            return Footprint(max(shard, driver), work, "n" if shard >= driver else "K")
+        state = 8.0 * self.replications * cap
         records = 8.0 * self.K * (2 * self.replications + cap)
         peak = 6 * state + window + records + 2000.0 * cap
-        return Footprint(peak, float(self.K) * cap * self.replications,
-                         "n" if cap * self.replications >= self.K else "K")
+        return Footprint(peak, work, "n" if cap * self.replications >= self.K else "K")
 
     def __post_init__(self) -> None:
         n = check_int("n", self.n, 3)
@@ -198,14 +204,26 @@ class PPSPConfig:
         ``NOISE_BLOCK``, so the ring draws no more numbers than it has nodes (bar rounding)."""
         return math.ceil(self.capacity / math.ceil(self.capacity / NOISE_BLOCK))
 
+    @property
+    def segments(self) -> int:
+        """Shard segments of the initial ring (``min(shards, n)``)."""
+        return min(self.shards, self.n)
+
+    def segment_bounds(self) -> NDArray:
+        """Where each segment of the initial ring starts, and the end: ``segments + 1`` ids
+        (``np.array_split``'s cut points)."""
+        size, extra = divmod(self.n, self.segments)
+        lengths = [size + 1] * extra + [size] * (self.segments - extra)
+        return np.concatenate([[0], np.cumsum(lengths)])
+
     def segment_of(self) -> NDArray:
         """The shard segment of every node id: ``shards`` contiguous runs of the initial ring
         (a joining node moves to its predecessor's, :meth:`Window.join`). Both backends add the
-        estimator error and the network sum per segment first, then over segments, so that their
-        floating-point sums are the same numbers added in the same order."""
+        estimator error, the network sum and the secrets' sum (the target) per segment first,
+        then over segments, so that their floating-point sums are the same numbers added in the
+        same order."""
         labels = np.zeros(self.capacity, dtype=int)
-        for s, part in enumerate(np.array_split(np.arange(self.n), min(self.shards, self.n))):
-            labels[part] = s
+        labels[:self.n] = np.repeat(np.arange(self.segments), np.diff(self.segment_bounds()))
         return labels
 
     def schedule_arrays(self) -> tuple[NDArray, NDArray, NDArray | None]:
@@ -217,20 +235,38 @@ class PPSPConfig:
 
 
 class Schedule:
-    """``v_i(k)`` by node id, with the per-node parameters held as arrays."""
+    """``v_i(k)`` by node id: one number per parameter when every node shares it (O(1) for
+    any ring), else arrays by node id."""
 
     def __init__(self, config: PPSPConfig) -> None:
-        self.c, self.d, self.phi = config.schedule_arrays()
+        shared = all(not isinstance(v, tuple) for v in (config.c, config.d, config.phi))
+        if shared:
+            self.c, self.d = float(config.c), float(config.d)
+            self.phi = None if config.schedule == "harmonic" else float(config.phi)
+        else:
+            self.c, self.d, self.phi = config.schedule_arrays()
+        self.shared = shared
 
     def __call__(self, k: ArrayLike, ids: NDArray) -> NDArray:
+        if self.shared:
+            v = noise_std(k, self.c, self.d, self.phi)
+            return np.broadcast_to(v, np.broadcast_shapes(np.shape(v), np.shape(ids)))
         return noise_std(k, self.c[ids], self.d[ids], None if self.phi is None else self.phi[ids])
 
     def for_ring(self, ids: NDArray):
         """``k -> v(k)`` for the nodes ``ids``: a scalar when they share their parameters."""
+        if self.shared:
+            return lambda k: noise_std(k, self.c, self.d, self.phi)
         params = [self.c[ids], self.d[ids]] + ([] if self.phi is None else [self.phi[ids]])
         if all(np.all(p == p[0]) for p in params):
             params = [float(p[0]) for p in params]
         return lambda k: noise_std(k, *params)
+
+
+def ring_total(parts: ArrayLike) -> float:
+    """A ring-wide sum from its segments' sums in segment order (the sum both backends make
+    of the secrets: each shard adds its own segment's)."""
+    return float(np.sum(np.asarray(parts, dtype=float)))
 
 
 class RingNoise:
@@ -300,8 +336,8 @@ class RingRun:
     targets: NDArray          # (steps,): sum of the active nodes' secrets
     estimates: NDArray | None  # (steps, n_max) estimator of replication 0 by node id, or None
     messages: NDArray | None  # (steps, replications, n) transmitted d (static ring) or None
-    ids: NDArray              # ring order at the end
-    state: NDArray            # (replications, m) final states in ring order
+    ids: NDArray | None       # ring order at the end (None: a Ray ring too large to gather)
+    state: NDArray | None     # (replications, m) final states in ring order (likewise)
 
 
 class PPSPModel(Environment):
@@ -316,7 +352,10 @@ class PPSPModel(Environment):
     ``step()`` is one protocol step (Mesa's ``steps`` counts them), ``run(rounds)`` runs the
     remaining of the ``K`` steps by default, :meth:`record` returns what the run recorded and
     :meth:`results` the per-step trajectory. With ``backend="ray"`` the whole run happens in
-    one :meth:`run` on Ray shards, which then sets ``steps`` to ``K``.
+    one :meth:`run` on Ray shards, which then sets ``steps`` to ``K``; the shards build the
+    ring (secrets, states, noise, the Mesa nodes are not made in the driver), and ``ids`` and
+    ``state`` are the final ring's when it is small enough to gather
+    (:data:`~privgames.environments.ppsp_ray.GATHER_LIMIT`), else ``None``.
     """
 
     def __init__(self, config: PPSPConfig, seed: int | np.random.SeedSequence | None = None,
@@ -324,6 +363,13 @@ class PPSPModel(Environment):
         own, self.noise_seed, clock = spawn(seed, 3)  # secrets and learning; noise; clocks
         super().__init__(config, own)
         c = config
+        self.secret_state = self.rng.bit_generator.state  # where the secrets' draw starts
+        self._ray_run: RingRun | None = None
+        self.std = Schedule(c)
+        if c.backend == "ray":  # the shards build the ring: the driver holds no node
+            self.nodes: dict[int, RingNode] = {}
+            self.ids = self.state = None
+            return
         secrets = (np.array(c.secrets) if c.secrets is not None
                    else self.rng.uniform(0.0, 100.0, c.n))
         self.secrets = np.zeros(c.capacity)
@@ -336,8 +382,6 @@ class PPSPModel(Environment):
         node_c = c.schedule_arrays()[0]  # per node id (a joining id takes node 0's)
         self.nodes = {i: RingNode(self, i, self.secrets[i], node_c[i],
                                   (1.0, 1.0, 1.0)) for i in range(c.capacity)}
-        self._ray_run: RingRun | None = None
-        self.std = Schedule(c)
         self.messages: list[NDArray] | None = [] if record_messages else None
         self.window = Window(c)
         if c.protocol == "sync":
@@ -379,7 +423,8 @@ class PPSPModel(Environment):
                               "run() from the start")
         from privgames.environments.ppsp_ray import run_ray_ring
 
-        self._ray_run = run_ray_ring(self)
+        self._ray_run = run = run_ray_ring(self)
+        self.ids, self.state = run.ids, run.state
         self.steps = c.K
         return self
 
@@ -399,7 +444,7 @@ class PPSPModel(Environment):
         self._join_if_due(k)
         if self._ring is not self.ids:  # the ring changed: refresh what depends on it
             self._ring, self._std = self.ids, self.std.for_ring(self.ids)
-            self._target = float(self.secrets[self.ids].sum())
+            self._target = self._secret_total()
             self._spare = np.empty_like(self.state)
         beta = self._noise.step(self.ids)
         beta *= self._std(k)
@@ -409,7 +454,7 @@ class PPSPModel(Environment):
             p = int(np.flatnonzero(self.ids == c.leave_node)[0])
             self.state = leave_step(self.state, beta, p, self.secrets[c.leave_node])
             self.ids = np.delete(self.ids, p)
-            self._target = float(self.secrets[self.ids].sum())
+            self._target = self._secret_total()
         else:  # x(k+1) = A x(k) + (I - A) beta(k), in place: d = x - beta, shifted, plus beta
             spare = self._spare
             np.subtract(self.state, beta, out=self.state)
@@ -418,6 +463,13 @@ class PPSPModel(Environment):
             np.add(spare, beta, out=spare)
             self.state, self._spare = spare, self.state
         self.window.record(self.ids, self.state, self._target, self.ids.size)
+
+    def _secret_total(self) -> float:
+        """The active nodes' secrets summed per segment, then over segments (as the Ray
+        ring's shards and driver sum them)."""
+        secrets, segments = self.secrets[self.ids], self.window.segments_of(self.ids)
+        return ring_total([secrets[segments[j]].sum() if j in segments else 0.0
+                           for j in range(self.config.segments)])
 
     def _join_if_due(self, k: int) -> None:
         c = self.config
@@ -524,7 +576,7 @@ class PPSPModel(Environment):
 class Window:
     """The estimator ``y_i``: the sum of each node's last ``m`` states (``m`` = ring size).
 
-    States are kept by node id, so a node that joins starts with an empty window and one that
+    States are kept per node, so a node that joins starts with an empty window and one that
     leaves stops counting. When the window of past states fits in ``MAX_WINDOW_BYTES`` the error
     is recorded at every step, from a running sum (add the new states, drop the ones that leave
     the window: O(n R) a step; recomputed exactly once per wrap of the buffer so that rounding
@@ -532,17 +584,30 @@ class Window:
     the final error. The error and the network sum are recorded per segment
     (:meth:`PPSPConfig.segment_of`) and added over segments at the end, so a sharded ring
     records exactly the vectorized ring's numbers.
+
+    A shard's window (``span=(lo, hi, joiner, segment)``) keeps only its own nodes: ids
+    ``[lo, hi)`` of segment ``segment``, and the node that joins there (``None``: none), so its
+    arrays are O(R (hi - lo)), not O(R n).
     """
 
-    def __init__(self, config: PPSPConfig) -> None:
+    def __init__(self, config: PPSPConfig, span: tuple | None = None) -> None:
         self.cap, self.R = config.capacity, config.replications
-        self.segment_of = config.segment_of()
-        self.segments = int(self.segment_of.max()) + 1
+        self.segments = config.segments
+        if span is None:  # the whole ring: a node's slot is its id
+            self.lo, self.joiner, size = 0, None, self.cap
+            self.labels = config.segment_of()
+        else:
+            lo, hi, joiner, segment = span
+            self.lo = lo
+            self.joiner = joiner if joiner is not None and not lo <= joiner < hi else None
+            size = hi - lo + (self.joiner is not None)
+            self.labels = np.full(size, segment)
         self._ids: NDArray | None = None
+        self._slots: NDArray | None = None
         self._cached: dict[int, slice] = {}
         self.enabled = 8 * self.cap * self.cap * self.R <= MAX_WINDOW_BYTES
-        self.buffer = np.full((self.cap, self.R, self.cap), np.nan) if self.enabled else None
-        self.running = np.zeros((self.R, self.cap))  # the window's sum by node id
+        self.buffer = np.full((self.cap, self.R, size), np.nan) if self.enabled else None
+        self.running = np.zeros((self.R, size))  # the window's sum by slot
         self.included = 0  # past steps in ``running``
         self.last, self.tail_from = config.K - 1, config.K - config.final_size
         self.step = 0
@@ -559,14 +624,14 @@ class Window:
     def record(self, ids: NDArray, state: NDArray, target: float, m: int) -> None:
         """Record one step of the nodes ``ids`` (all of the ring, or one shard of it) for a ring
         of ``m`` nodes whose secrets sum to ``target``."""
-        segments = self._segments(ids)
+        slots, segments = self._index(ids)
         error = np.full((self.R, self.segments), np.nan)
         if self.enabled:
-            self._slide(ids, state, m)
+            self._slide(slots, state, m)
         elif self.step >= self.tail_from:  # the final estimate's last m states
-            self.running[:, ids] += state
+            self.running[:, slots] += state
         if self.enabled or self.step == self.last:
-            y = self.running[:, ids]
+            y = self.running[:, slots]
             deviation = np.abs(y - target)
             error[:] = 0.0  # absent segments add an exact 0
             for j, seg in segments.items():
@@ -580,7 +645,7 @@ class Window:
             sums[:, j] = state[:, seg].sum(axis=1)
         self.append(error, sums, target)
 
-    def _slide(self, ids: NDArray, state: NDArray, m: int) -> None:
+    def _slide(self, slots: NDArray, state: NDArray, m: int) -> None:
         """Put this step's states in the buffer and move the running sum to the last
         ``min(m, steps)`` of them."""
         cap, k = self.cap, self.step
@@ -589,8 +654,8 @@ class Window:
             self.running -= np.nan_to_num(row)
             self.included -= 1
         row[:] = np.nan
-        row[:, ids] = state
-        self.running[:, ids] += state
+        row[:, slots] = state
+        self.running[:, slots] += state
         self.included += 1
         want = min(m, k + 1)
         while self.included > want:  # the ring shrank: drop the oldest
@@ -603,22 +668,35 @@ class Window:
             rows = [(k - r) % cap for r in range(self.included)]
             self.running = np.nansum(self.buffer[rows], axis=0)
 
+    def slots(self, ids: NDArray) -> NDArray:
+        """Where the nodes ``ids`` are kept here (the ids themselves for the whole ring)."""
+        if self.lo == 0 and self.joiner is None:
+            return ids
+        slots = ids - self.lo
+        return slots if self.joiner is None else np.where(ids == self.joiner,
+                                                          self.labels.size - 1, slots)
+
     def join(self, node: int, after: int) -> None:
         """``node`` joins the ring after ``after``, in that node's segment."""
-        self.segment_of[node] = self.segment_of[after]
+        self.labels[self.slots(np.array([node]))] = self.labels[self.slots(np.array([after]))]
         self._ids = None
 
-    def _segments(self, ids: NDArray) -> dict[int, slice]:
-        """Each segment's run of positions in ``ids`` (cached while the ring is unchanged:
-        the model replaces ``ids`` when a node leaves or joins)."""
+    def segments_of(self, ids: NDArray) -> dict[int, slice]:
+        """Each segment's run of positions in ``ids``."""
+        return self._index(ids)[1]
+
+    def _index(self, ids: NDArray) -> tuple[NDArray, dict[int, slice]]:
+        """The slots of ``ids`` and each segment's run of positions in them (cached while the
+        ring is unchanged: the model replaces ``ids`` when a node leaves or joins)."""
         if ids is not self._ids:
-            labels = self.segment_of[ids]
+            self._slots = self.slots(ids)
+            labels = self.labels[self._slots]
             cuts = np.flatnonzero(np.diff(labels)) + 1
             starts = np.concatenate(([0], cuts))
             self._cached = {int(labels[a]): slice(a, b)
                             for a, b in zip(starts, [*cuts, ids.size], strict=True)}
             self._ids = ids
-        return self._cached
+        return self._slots, self._cached
 
     def parts(self) -> tuple[NDArray, NDArray, NDArray | None]:
         """Per step and segment: error and sum, ``(steps, replications, segments)``; and the
