@@ -109,9 +109,10 @@ class RingShard:
         R, m = self.config.replications, self.ids.size
         if self._ring is not self.ids:
             self._ring, self._std = self.ids, self.std.for_ring(self.ids)
-        self.betas = np.empty((T, R, m))
+        self.betas = self._buffer("betas", (T, R, m))
         for t in range(T):
-            np.multiply(self.noise.step(self.ids), self._std(k0 + t), out=self.betas[t])
+            self.noise.step(self.ids, out=self.betas[t])
+            self.betas[t] *= self._std(k0 + t)
         tail, out = self.state[:, m - T:].copy(), np.empty((T, R))
         for t in range(T):
             beta = self.betas[t, :, m - T:]
@@ -127,7 +128,7 @@ class RingShard:
                sizes: NDArray) -> None:
         """Step the block with the predecessor's messages ``d_in`` (``(T, R)``), apply the
         leave rules, record every step."""
-        spare = np.empty_like(self.state)
+        spare = self._buffer("spare", self.state.shape)
         for t, beta in enumerate(self.betas):
             if leaver is None and keeper is None:  # in place, as the vectorized ring steps
                 np.subtract(self.state, beta, out=self.state)
@@ -138,7 +139,15 @@ class RingShard:
             else:
                 self._leave_step(beta, d_in[t], keeper, leaver)
             self.window.record(self.ids, self.state, float(targets[t]), int(sizes[t]))
-        self.betas = None
+        self._buffers["spare"] = spare  # the array not holding the state
+
+    def _buffer(self, name: str, shape: tuple) -> NDArray:
+        """A scratch array kept between calls (allocating 8 R m bytes a step costs more than
+        the step; a checkpoint leaves the buffers out)."""
+        buffers = vars(self).setdefault("_buffers", {})
+        if name not in buffers or buffers[name].shape != shape:
+            buffers[name] = np.empty(shape)
+        return buffers[name]
 
     def _leave_step(self, beta: NDArray, d_in: NDArray, keeper: int | None,
                     leaver: int | None) -> None:
@@ -170,7 +179,7 @@ class RingShard:
 
     def checkpoint(self) -> dict:
         """Everything this shard holds: states, records and the noise streams' positions."""
-        return vars(self)
+        return {k: v for k, v in vars(self).items() if k not in ("_buffers", "betas")}
 
     def restore(self, saved: dict) -> None:
         """Return to a checkpoint (copied: arrays from Ray's object store are read-only)."""

@@ -293,22 +293,34 @@ class RingNoise:
         size = (self.replications, self.block)
         return {b: g.laplace(0.0, 1.0 / math.sqrt(2.0), size) for b, g in self.streams.items()}
 
-    def step(self, ids: NDArray) -> NDArray:
-        """Draw this step's noise and return the columns of node ids ``ids`` in ring order."""
+    def step(self, ids: NDArray, out: NDArray | None = None) -> NDArray:
+        """Draw this step's noise and return the columns of node ids ``ids`` in ring order
+        (into ``out`` when given: consecutive ids are copied block by block, never joined)."""
         blocks = self.draw()
         first = min(blocks)
+        if ids is not self._ids:  # consecutive ids are a slice (a view), others a gather
+            self._ids = ids
+            lo = int(ids[0]) - first * self.block
+            self._columns = (slice(lo, lo + ids.size) if np.all(np.diff(ids) == 1)
+                             else ids - first * self.block)
+        if out is not None and isinstance(self._columns, slice):
+            lo, hi = self._columns.start, self._columns.stop
+            for b, numbers in blocks.items():
+                a = (b - first) * self.block  # the block's first column
+                s, e = max(lo, a), min(hi, a + self.block)
+                if s < e:
+                    out[:, s - lo:e - lo] = numbers[:, s - a:e - a]
+            return out
         if len(blocks) == 1:
             full = blocks[first]
         elif self.kind == "gaussian" and self.replications == 1:
             full = self.buffer.reshape(1, -1)  # the blocks are already side by side
         else:
             full = np.concatenate([blocks[b] for b in sorted(blocks)], axis=1)
-        if ids is not self._ids:  # consecutive ids are a slice (a view), others a gather
-            self._ids = ids
-            lo = int(ids[0]) - first * self.block
-            self._columns = (slice(lo, lo + ids.size) if np.all(np.diff(ids) == 1)
-                             else ids - first * self.block)
-        return full[:, self._columns]
+        if out is None:
+            return full[:, self._columns]
+        out[...] = full[:, self._columns]
+        return out
 
 
 def leave_step(x: NDArray, beta: NDArray, leave: int, leave_secret: float) -> NDArray:
@@ -632,7 +644,8 @@ class Window:
             self.running[:, slots] += state
         if self.enabled or self.step == self.last:
             y = self.running[:, slots]
-            deviation = np.abs(y - target)
+            deviation = y - target
+            np.abs(deviation, out=deviation)
             error[:] = 0.0  # absent segments add an exact 0
             for j, seg in segments.items():
                 error[:, j] = deviation[:, seg].sum(axis=1)
@@ -645,7 +658,7 @@ class Window:
             sums[:, j] = state[:, seg].sum(axis=1)
         self.append(error, sums, target)
 
-    def _slide(self, slots: NDArray, state: NDArray, m: int) -> None:
+    def _slide(self, slots: NDArray | slice, state: NDArray, m: int) -> None:
         """Put this step's states in the buffer and move the running sum to the last
         ``min(m, steps)`` of them."""
         cap, k = self.cap, self.step
@@ -685,12 +698,16 @@ class Window:
         """Each segment's run of positions in ``ids``."""
         return self._index(ids)[1]
 
-    def _index(self, ids: NDArray) -> tuple[NDArray, dict[int, slice]]:
+    def _index(self, ids: NDArray) -> tuple[NDArray | slice, dict[int, slice]]:
         """The slots of ``ids`` and each segment's run of positions in them (cached while the
         ring is unchanged: the model replaces ``ids`` when a node leaves or joins)."""
         if ids is not self._ids:
-            self._slots = self.slots(ids)
-            labels = self.labels[self._slots]
+            slots = self.slots(ids)
+            if slots.size and slots[-1] - slots[0] == slots.size - 1 and np.all(
+                    np.diff(slots) == 1):  # a run: index by a slice (views, no copies)
+                slots = slice(int(slots[0]), int(slots[-1]) + 1)
+            self._slots = slots
+            labels = self.labels[slots]
             cuts = np.flatnonzero(np.diff(labels)) + 1
             starts = np.concatenate(([0], cuts))
             self._cached = {int(labels[a]): slice(a, b)

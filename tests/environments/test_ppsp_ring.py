@@ -336,3 +336,42 @@ def test_final_error_without_the_window_matches_with_it_and_the_exact_formula(mo
     np.testing.assert_allclose(b[-1], a[-1], rtol=1e-9)
     err = b[-1]
     assert abs(err.mean() - small.exact_error(cfg.K)) < 3 * err.std(ddof=1) / np.sqrt(err.size)
+
+
+def test_a_ring_shard_holds_only_its_segment():
+    """A Ray ring's shard builds its segment from the seeds (the secrets are the whole ring's
+    draw, skipped ahead to the segment) and holds arrays of its own nodes only; the driver's
+    model holds no node."""
+    from privgames.environments.ppsp_ray import RingShard
+
+    cfg = PPSPConfig(n=40_000, K=3, replications=2, backend="ray", shards=4, leave_at=1,
+                     leave_node=15_000, join_at=2)
+    driver = PPSPModel(cfg, seed=4)
+    assert driver.nodes == {} and driver.state is None and len(driver.agents) == 0
+    whole = PPSPModel(dataclasses.replace(cfg, backend="vectorized"), seed=4)
+    bounds = cfg.segment_bounds()
+    assert bounds.tolist() == [0, 10_000, 20_000, 30_000, 40_000]
+    for segment in (1, 3):  # the leaver's (and its rejoining's) segment, and the last
+        shard = RingShard()
+        shard.setup(cfg, driver.secret_state, driver.noise_seed, segment,
+                    float(whole.secrets[cfg.join_node]))
+        lo, hi = bounds[segment], bounds[segment + 1]
+        np.testing.assert_array_equal(shard.state, whole.state[:, lo:hi])
+        sizes = [a.size for a in (shard.state, shard.window.running, shard.secrets)]
+        assert max(sizes) <= cfg.replications * (hi - lo + 1)
+        assert shard.secret_total(None) == pytest.approx(whole.secrets[lo:hi].sum(), rel=1e-12)
+
+
+@pytest.mark.ray
+def test_a_large_ray_ring_keeps_its_final_states_in_the_shards(ray_session, monkeypatch):
+    """Above ``GATHER_LIMIT`` numbers the driver gathers no final state: the records are
+    complete (and the vectorized ring's), the final ids and states are ``None``."""
+    from privgames.environments import ppsp_ray
+
+    cfg = PPSPConfig(n=60, K=12, replications=2, backend="ray", shards=3)
+    monkeypatch.setattr(ppsp_ray, "GATHER_LIMIT", 100)
+    run = PPSPModel(cfg, seed=2).run().record()
+    whole = PPSPModel(dataclasses.replace(cfg, backend="vectorized"), seed=2).run().record()
+    assert run.ids is None and run.state is None
+    for name in ("error", "sums", "targets"):
+        np.testing.assert_array_equal(getattr(run, name), getattr(whole, name))
