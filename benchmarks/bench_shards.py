@@ -3,7 +3,10 @@ driver's and each shard's memory, and the bytes that cross Ray per round, agains
 in-process engine at the same size; then the long run, 10^6 agents x 200 rounds on 2 shards
 (``--quick``: 3,000 x 30), with the shards' memory after a tenth of the rounds and at the end
 (it must not grow with the rounds); and every game over 2 shards at 10^5 agents (``--quick``:
-3,000) against the in-process engine (``--games``: only that part).
+3,000) against the in-process engine (``--games``: only that part); and the PPSP ring of 10^7
+nodes (``--quick``: 20,000), 20 steps, 20 replications, on 4 Ray shards (``--ring``: only
+that part): time, the driver's and each shard's peak memory, against the vectorized ring's
+estimate.
 
 Run ``python benchmarks/bench_shards.py`` (``--quick`` for a smoke run). Each configuration runs
 in a fresh process, so that each peak resident size is its own.
@@ -53,6 +56,27 @@ def one(agents: int, shards: int, rounds: int, probe: int, game: str = "pricing"
     return out
 
 
+def ring(n: int, shards: int) -> dict:
+    """The SI-PPSP ring of ``n`` nodes on ``shards`` Ray shards."""
+    from privgames.environments import ppsp_ray
+    from privgames.environments.ppsp_ring import PPSPConfig, PPSPModel
+
+    config = PPSPConfig(n=n, K=20, replications=20, backend="ray", shards=shards)
+    vectorized = PPSPConfig(n=n, K=20, replications=20).footprint().peak_bytes
+    started = time.perf_counter()
+    run = PPSPModel(config, 0).run().record()
+    seconds = time.perf_counter() - started
+    ray = ppsp_ray.ensure_ray()
+    peaks = ray.get([sh.peak_rss.remote() for sh in ppsp_ray._pool["shards"][:shards]])
+    return {"n": n, "shards": shards, "K": 20, "replications": 20, "seconds": seconds,
+            "node_steps_per_s": 20 * 20 * n / seconds,
+            "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "shard_peak_rss_mb": [p / 2**20 for p in peaks],
+            "vectorized_estimate_gb": vectorized / 2**30,
+            "sum_preserved": bool(abs(run.sums[-1] - run.targets[-1]).max()
+                                  <= 1e-6 * abs(run.targets[-1]))}
+
+
 def _in_fresh_process(agents: int, shards: int, rounds: int, probe: int,
                       game: str = "pricing") -> dict:
     done = subprocess.run([sys.executable, __file__, "--one", f"{agents},{shards},{rounds},"
@@ -61,15 +85,29 @@ def _in_fresh_process(agents: int, shards: int, rounds: int, probe: int,
 
 
 def main() -> None:
+    if "--ring-one" in sys.argv:
+        n, shards = map(int, sys.argv[sys.argv.index("--ring-one") + 1].split(","))
+        print(json.dumps(ring(n, shards)))
+        return
     if "--one" in sys.argv:
         *numbers, game = sys.argv[sys.argv.index("--one") + 1].split(",")
         print(json.dumps(one(*map(int, numbers), game)))
         return
-    args = arguments(__doc__, ("--games", "only every game over 2 shards"))
+    args = arguments(__doc__, ("--games", "only every game over 2 shards"),
+                     ("--ring", "only the PPSP ring"))
     sizes, shards, rounds = ((3000,), (1, 2), 4) if args.quick else (SIZES, SHARDS, 6)
     agents = 3000 if args.quick else 100_000
-    out = {"games": [_in_fresh_process(agents, k, rounds, 2, game) for game in GAMES
-                     for k in (0, 2)]}
+    out = {}
+    if not args.games:
+        done = subprocess.run([sys.executable, __file__, "--ring-one",
+                               "20000,2" if args.quick else "10000000,4"],
+                              capture_output=True, text=True, check=True)
+        out["ring"] = json.loads(done.stdout.strip().splitlines()[-1])
+    if args.ring:
+        print(json.dumps(out))
+        return
+    out["games"] = [_in_fresh_process(agents, k, rounds, 2, game) for game in GAMES
+                    for k in (0, 2)]
     if not args.games:
         out["table"] = [_in_fresh_process(n, k, rounds, 2) for n in sizes for k in (0, *shards)
                         if k <= -(-n // 1024)]

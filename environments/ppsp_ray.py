@@ -193,6 +193,11 @@ class RingShard:
     def alive(self) -> bool:
         return True
 
+    def peak_rss(self) -> int:
+        """This actor process's peak resident memory so far, bytes (Linux)."""
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+
     def finish(self, gather: bool) -> tuple[tuple[NDArray, NDArray, NDArray | None],
                                             NDArray | None, NDArray | None]:
         """Per step: this shard's segment of the estimator error and of the network sum, and

@@ -135,6 +135,9 @@ def test_shards_benchmark():
             assert len(r["shard_rss_mb"]) == r["shards"] and r["bytes_per_round"] > 0
             assert max(r["shard_rss_mb"]) <= 1.1 * max(r["shard_rss_mb_early"])
     assert report["long"]["shard_growth"] < 1.1 and report["long"]["shards"] == 2
+    ring = report["ring"]
+    assert (ring["n"], ring["shards"], len(ring["shard_peak_rss_mb"])) == (20000, 2, 2)
+    assert ring["sum_preserved"] and _finite(ring["seconds"], ring["driver_peak_rss_mb"])
     games = report["games"]
     assert {(r["game"], r["shards"]) for r in games} == {
         (g, k) for g in ("bas", "sar", "ppsp", "pricing") for k in (0, 2)}
