@@ -185,7 +185,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--max-memory", default=None, metavar="SIZE",
                        help="memory budget, e.g. 4G (default: half the available memory)")
         p.add_argument("--max-work", type=float, default=None, metavar="OPS",
-                       help="refuse runs estimated to need more operations (default: none)")
+                       help="refuse runs estimated to need more operations (default: a "
+                            "day of one core's work at the experiment's measured rate)")
 
     run = sub.add_parser("run", help="run one experiment", add_help=False)
     run.add_argument("-h", "--help", action=_RunHelp)

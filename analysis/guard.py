@@ -5,23 +5,55 @@ a run whose estimated peak (times the local workers running populations side by 
 the bookkeeping of its units) passes the memory budget — by default half of the machine's
 available memory, ``--max-memory`` to change it — is refused with one line naming the
 parameter that drives it, its value, the estimate and the budget. ``--max-work`` bounds the
-estimated total work the same way (no bound by default: large runs show their progress and
-stop cleanly on Ctrl-C).
+estimated total work the same way; by default a run is refused past a day of one core's work
+(:data:`DEFAULT_CPU_HOURS`), timed at the experiment's measured rate of operations per second
+(``work_rates.json``, written by ``benchmarks/calibrate_work.py``; an experiment without a
+measured rate, a plug-in's, is timed at the built-in experiments' median rate). A
+configuration without ``footprint()`` gets a conservative one (:meth:`Footprint.assumed`).
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import math
 import os
 import re
+import statistics
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from privgames.environments.config import ConfigError
+from privgames.environments.config import ConfigError, footprint_of
 
 #: Bookkeeping per unit (its label, seed and rows in flight).
 UNIT_BYTES = 4096
 #: Share of the available memory a run may plan to use by default.
 DEFAULT_SHARE = 0.5
+#: Work a run may plan without ``--max-work``: this many hours of one core.
+DEFAULT_CPU_HOURS = 24.0
+
+
+@functools.cache
+def _rates() -> dict[str, float]:
+    """Operations per second of one core, per built-in experiment (measured)."""
+    path = Path(__file__).with_name("work_rates.json")
+    return json.loads(path.read_text())["rates"]
+
+
+def cpu_seconds(name: str, work: float) -> float:
+    """Seconds of one core that ``work`` operations of experiment ``name`` take, at its
+    measured rate (the built-in experiments' median rate for one without a measured rate)."""
+    rates = _rates()
+    return work / rates.get(name, statistics.median(rates.values()))
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a reader says it (``3.2 s``, ``41 min``, ``2.5 h``, ``12 days``)."""
+    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.2g} {unit}"
+    return f"{seconds:.2g} s"
 
 
 def available_memory() -> float:
@@ -74,9 +106,7 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
         if workers == 0 and getattr(config, "backend", None) == "ray":
             raise ConfigError("backend='ray' runs Ray actors, but workers=0 (--workers 0) asks "
                               "for no Ray: drop one of the two")
-        if not hasattr(config, "footprint"):
-            continue
-        fp = config.footprint()
+        fp = footprint_of(config)
         need = fp.peak_bytes * min(side_by_side, units) + units * UNIT_BYTES
         if need > budget:
             value = point.get(fp.driver, params.get(fp.driver))
@@ -85,7 +115,21 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
                               f"{min(side_by_side, units)} at a time), above the budget of "
                               f"{_human(budget)} (--max-memory): lower {fp.driver}")
         total += fp.work * populations
+    seconds = cpu_seconds(experiment.name, total)
     if max_work is not None and total > max_work:
-        raise ConfigError(f"the run's estimated work, {total:.3g} operations, is above "
-                          f"--max-work {max_work:.3g}")
+        raise ConfigError(f"the run's estimated work, {total:.3g} operations (about "
+                          f"{duration(seconds)} of one core), is above --max-work "
+                          f"{max_work:.3g}")
+    if max_work is None and seconds > DEFAULT_CPU_HOURS * 3600.0:
+        raise ConfigError(f"the run's estimated work, {total:.3g} operations, would take "
+                          f"about {duration(seconds)} of one core (at this experiment's "
+                          f"measured {total / seconds:.2g} operations/s), above the default "
+                          f"limit of {DEFAULT_CPU_HOURS:g} h: give --max-work "
+                          f"{_round_up(total)} (or more) to run it anyway")
     return total
+
+
+def _round_up(x: float) -> str:
+    """``x`` rounded up to two significant digits, as a number to type."""
+    scale = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return f"{math.ceil(x / scale) * scale:.2g}"

@@ -24,8 +24,10 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from privgames.analysis import guard
 from privgames.analysis.experiments import Experiment, Unit, get
 from privgames.analysis.results import read_parquet, write_parquet
+from privgames.environments.config import footprint_of
 from privgames.environments.ray_session import ensure_ray
 
 #: Upper bound on tasks per sweep: enough to balance 2-16 workers, few enough that each task
@@ -82,8 +84,11 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
     if address:  # join the cluster up front: environments with a Ray backend use it too
         ensure_ray(None if workers == AUTO else workers, address)
     work = _task_work(experiment, params, tasks)
+    left = sum(w for i, w in enumerate(work) if i not in done)
     bar = tqdm(total=sum(work), desc=experiment.name, unit="op", unit_scale=True,
-               file=sys.stderr, disable=not progress)
+               file=sys.stderr, disable=not progress,
+               postfix=f"about {guard.duration(guard.cpu_seconds(experiment.name, left))} "
+                       "of work left")
     bar.update(sum(work[i] for i in done))
     if done and progress:
         print(f"privgames: {experiment.name}: resuming, {len(done)} of {len(tasks)} tasks "
@@ -167,8 +172,8 @@ def remove_if_empty(folder: Path) -> bool:
 
 def _task_work(experiment: Experiment, params: Mapping[str, Any],
                tasks: Sequence[Sequence[Unit]]) -> list[float]:
-    """Each task's estimated work (its configs' ``footprint().work``; one per unit for a
-    config without a footprint), so the progress bar counts operations, not units."""
+    """Each task's estimated work (its configs' ``footprint().work``, or the assumed one),
+    so the progress bar counts operations, not units."""
     cache: dict[str, float] = {}
 
     def unit_work(label: Mapping[str, Any]) -> float:
@@ -176,7 +181,7 @@ def _task_work(experiment: Experiment, params: Mapping[str, Any],
         key = json.dumps(point, sort_keys=True, default=str)
         if key not in cache:
             config = experiment.config(params, point)
-            cache[key] = float(config.footprint().work) if hasattr(config, "footprint") else 1.0
+            cache[key] = float(footprint_of(config).work)
         return cache[key]
 
     return [sum(unit_work(label) for label, _ in task) for task in tasks]

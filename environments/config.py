@@ -19,7 +19,7 @@ from privgames.mechanisms.validation import (
 )
 
 __all__ = ["Allowed", "ConfigError", "Footprint", "check_bool", "check_choice", "check_grid",
-           "check_int", "check_real", "check_reals"]
+           "check_int", "check_real", "check_reals", "footprint_of"]
 
 
 @dataclass(frozen=True)
@@ -49,3 +49,25 @@ class Footprint:
         defaults = {f.name: f.default for f in dataclasses.fields(config)}
         driver = max(names, key=lambda n: float(getattr(config, n)) / float(defaults[n]))
         return cls(sum(b for _, b in terms), work, driver)
+
+    @classmethod
+    def assumed(cls, config: Any) -> Footprint:
+        """A conservative footprint for a configuration that gives none (a plug-in without
+        ``footprint()``): its integer parameters are counts, the two largest size an array of
+        float64, and the work is all of them multiplied."""
+        counts = sorted(((getattr(config, f.name), f.name) for f in dataclasses.fields(config)
+                         if isinstance(getattr(config, f.name), int)
+                         and not isinstance(getattr(config, f.name), bool)), reverse=True)
+        if not counts:
+            return cls(0.0, 1.0, "")
+        largest = [max(float(v), 1.0) for v, _ in counts[:2]]
+        work = 1.0
+        for v, _ in counts:
+            work *= max(float(v), 1.0)
+        return cls(8.0 * largest[0] * (largest[1] if len(largest) > 1 else 1.0), work,
+                   counts[0][1])
+
+
+def footprint_of(config: Any) -> Footprint:
+    """``config.footprint()``, or :meth:`Footprint.assumed` when it gives none."""
+    return config.footprint() if hasattr(config, "footprint") else Footprint.assumed(config)

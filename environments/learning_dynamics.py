@@ -60,6 +60,9 @@ BACKENDS = ("vectorized", "ray")
 #: The games ``backend="ray"`` splits over shards
 #: (:data:`~privgames.environments.learning_slices.SLICES`).
 SHARDED_GAMES = ("bas", "sar", "ppsp", "pricing")
+#: A round's fixed cost (the learner's, the game's and the analyst's Python calls), in the
+#: operations of an ``agents x grid`` pass: about a millisecond.
+ROUND_OPS = 3e5
 #: The confidence of the Azuma-Hoeffding allowance between realized and expected regret.
 AZUMA_DELTA = 1e-3
 
@@ -160,7 +163,8 @@ class LearningConfig:
 
     def footprint(self) -> Footprint:
         """The learners' and the analyst's ``(agents, grid)`` arrays, the played history;
-        work: a few ``agents x grid`` passes a round. Under incomplete information the agents
+        work: a few ``agents x grid`` passes a round, and a round's fixed Python cost
+        (:data:`ROUND_OPS`). Under incomplete information the agents
         and actions double, and the interim expectations (a few MB a pass) cost about four
         times the rest."""
         bayes = self.game == "pricing-bayes"
@@ -172,8 +176,8 @@ class LearningConfig:
         return Footprint.of(self, [(("agents", "grid_points"), 80.0 * cells),
                                    (("agents", "rounds"), 9.0 * rows * self.rounds),
                                    (("agents",), 2000.0 * rows + (8e6 if bayes else 0))],
-                            30.0 * cells * self.rounds * self.starts
-                            * (5 if bayes else 3 * self.agents if sequential else 1))
+                            (30.0 * cells * (5 if bayes else 3 * self.agents if sequential
+                                             else 1) + ROUND_OPS) * self.rounds * self.starts)
 
     def _shard_footprint(self) -> Footprint:
         """With ``backend=ray``, the largest shard's arrays (about nine ``agents/shards x

@@ -7,6 +7,7 @@ that would be huge into one-line refusals."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 from contextlib import contextmanager
 
@@ -16,7 +17,8 @@ from hypothesis import strategies as st
 
 import privgames
 from privgames.analysis import experiments
-from privgames.analysis.cli import main
+from privgames.analysis.cli import main, parse_set
+from privgames.environments.config import ConfigError
 
 TIME_LIMIT = 60
 BUDGETS = ["--max-work", "1e6", "--max-memory", "2G", "--workers", "0"]
@@ -253,3 +255,78 @@ def test_a_fixed_alpha_with_the_drawn_ones_spread_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("privgames: error: alpha=[0.3, 0.6")
     assert "alpha_std=0.0 (of the drawn ones) is not used" in err[0]
+
+
+@pytest.mark.parametrize("name, sets", [
+    ("pricing-training", ["rounds=1000000000"]), ("apes", ["rounds=1000000000"]),
+    ("learning-dynamics", ["game=ppsp", "rounds=100000000"]),
+])
+def test_a_run_past_a_day_of_work_is_refused_by_default(name, sets, tmp_path, capsys):
+    """Issue 32, part 4: the work guard times the estimate at the experiment's measured rate
+    and refuses past the default limit, saying how long and how to raise it; the suggested
+    --max-work lets the same run through the guard. (``bas-chain K=10^6`` and ``apes-audit
+    n=10^6``, estimated at 8.6 h and 45 min, run, their progress bar saying so.)"""
+    from privgames.analysis import guard
+
+    args = ["run", name, "--workers", "0", "--out", str(tmp_path)]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "of one core (at this experiment's measured" in err[0], err
+    assert f"above the default limit of {guard.DEFAULT_CPU_HOURS:g} h" in err[0]
+    suggested = float(re.search(r"give --max-work (\S+) \(or more\)", err[0])[1])
+    e = experiments.get(name)
+    params = e.resolve(parse_set(sets))
+    work = guard.check(e, params, 0, max_memory=1e15, max_work=suggested)
+    assert work <= suggested < 1.1 * work
+    assert guard.cpu_seconds(name, work) > guard.DEFAULT_CPU_HOURS * 3600
+
+
+def test_a_configuration_without_a_footprint_gets_a_conservative_one():
+    """Issue 32, part 4: the example plug-in's config has no footprint(): its counts size the
+    assumed arrays, so n=10^8 with --max-memory 1G is refused naming n (it started before)."""
+    import dataclasses
+
+    from privgames.analysis import guard
+    from privgames.environments.config import Footprint
+
+    @dataclasses.dataclass(frozen=True)
+    class Poll:  # the example plug-in's parameters
+        n: int = 20
+        a_max: float = 1.0
+        rounds: int = 60
+        replications: int = 2000
+        verbose: bool = False
+
+    fp = Footprint.assumed(Poll(n=10**8))
+    assert fp.driver == "n" and fp.peak_bytes == 8.0 * 1e8 * 2000
+    assert fp.work == 1e8 * 60 * 2000
+
+    class Experiment:
+        name = "poll"
+
+        def points(self, params):
+            return [{}]
+
+        def config(self, params, point):
+            return Poll(n=params["n"])
+
+    with pytest.raises(ConfigError, match=r"^n=100000000 needs about .* \(--max-memory\): "
+                                          r"lower n$"):
+        guard.check(Experiment(), {"populations": 1, "n": 10**8}, 0, max_memory=2**30)
+    assert guard.check(Experiment(), {"populations": 1, "n": 20}, 0) == 20 * 60 * 2000
+
+
+def test_the_progress_bar_starts_with_the_work_left(tmp_path):
+    """Issue 32, part 4: before the first task ends, the bar says how long the work takes at
+    the experiment's measured rate."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "privgames.analysis", "run", "bas-chain",
+                           "--workers", "0", "--out", str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-500:]
+    first = done.stderr.split("\r")[0]
+    assert re.search(r"bas-chain:\s+0%.*about [0-9.]+ s of work left", first), first
