@@ -261,11 +261,16 @@ def register(experiment: Experiment) -> Experiment:
 
 
 def get(name: str) -> Experiment:
-    """Look an experiment up by name, importing only the module that registers it."""
+    """Look an experiment up by name, importing only the module that registers it (a
+    plug-in's entry point of that name; all plug-ins when none is named so)."""
     if name in CATALOGUE:
         importlib.import_module(f"privgames.analysis.{CATALOGUE[name][0]}")
-    else:
-        _load_plugins()
+    elif name not in REGISTRY:
+        point = next((p for p in entry_points(group=ENTRY_POINTS) if p.name == name), None)
+        if point is not None:
+            _load(point)
+        if name not in REGISTRY:
+            _load_plugins()
     if name not in REGISTRY:
         raise ConfigError(f"unknown experiment {name!r}: known experiments are "
                           + ", ".join(sorted({*CATALOGUE, *REGISTRY})))
@@ -280,15 +285,23 @@ def all_experiments() -> list[Experiment]:
 
 
 def listing() -> list[tuple[str, str]]:
-    """``(name, description)`` of every experiment, without importing the built-in ones."""
-    _load_plugins()
-    return ([(name, description) for name, (_, description) in CATALOGUE.items()]
-            + [(e.name, e.description) for e in REGISTRY.values() if e.name not in CATALOGUE])
+    """``(name, description)`` of every experiment without importing any: the built-in ones
+    from :data:`CATALOGUE`, a plug-in's from its entry points' names and its distribution's
+    one-line summary (its metadata), and those registered in this process."""
+    out = dict((name, description) for name, (_, description) in CATALOGUE.items())
+    for point in entry_points(group=ENTRY_POINTS):
+        if point.name not in out:
+            summary = point.dist.metadata["Summary"] if point.dist is not None else None
+            out[point.name] = summary or f"(plug-in {point.value})"
+    for e in REGISTRY.values():
+        out.setdefault(e.name, e.description)
+    return list(out.items())
 
 
 #: Entry-point group through which other packages add experiments (``docs/extending.md``).
 ENTRY_POINTS = "privgames.experiments"
 _plugins_loaded = False
+_loaded_points: set[str] = set()
 
 
 def _load_plugins() -> None:
@@ -300,11 +313,19 @@ def _load_plugins() -> None:
         return
     _plugins_loaded = True
     for point in entry_points(group=ENTRY_POINTS):
-        try:
-            loaded = point.load()
-        except Exception as err:  # noqa: BLE001 - a broken plug-in must not break privgames
-            print(f"privgames: warning: plug-in {point.name!r} ({point.value}) failed to load: "
-                  f"{type(err).__name__}: {err}", file=sys.stderr)
-            continue
-        if isinstance(loaded, Experiment) and loaded.name not in REGISTRY:
-            register(loaded)
+        _load(point)
+
+
+def _load(point: Any) -> None:
+    """Load one plug-in entry point (once), registering what it names."""
+    if point.value in _loaded_points:
+        return
+    _loaded_points.add(point.value)
+    try:
+        loaded = point.load()
+    except Exception as err:  # noqa: BLE001 - a broken plug-in must not break privgames
+        print(f"privgames: warning: plug-in {point.name!r} ({point.value}) failed to load: "
+              f"{type(err).__name__}: {err}", file=sys.stderr)
+        return
+    if isinstance(loaded, Experiment) and loaded.name not in REGISTRY:
+        register(loaded)

@@ -84,11 +84,12 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
     if address:  # join the cluster up front: environments with a Ray backend use it too
         ensure_ray(None if workers == AUTO else workers, address)
     work = _task_work(experiment, params, tasks)
-    left = sum(w for i, w in enumerate(work) if i not in done)
+    def left_now() -> str:  # at the experiment's measured rate, before Ray measures one
+        left = sum(w for i, w in enumerate(work) if i not in done)
+        return f"about {guard.duration(guard.cpu_seconds(experiment.name, left))} of work left"
+
     bar = tqdm(total=sum(work), desc=experiment.name, unit="op", unit_scale=True,
-               file=sys.stderr, disable=not progress,
-               postfix=f"about {guard.duration(guard.cpu_seconds(experiment.name, left))} "
-                       "of work left")
+               file=sys.stderr, disable=not progress, postfix=left_now())
     bar.update(sum(work[i] for i in done))
     if done and progress:
         print(f"privgames: {experiment.name}: resuming, {len(done)} of {len(tasks)} tasks "
@@ -98,6 +99,7 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
         if parts[i] is not None:
             write_parquet(frame, parts[i])
         done[i] = frame
+        bar.set_postfix_str(left_now(), refresh=False)
         bar.update(work[i])
 
     if workers == AUTO:

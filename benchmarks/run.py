@@ -2,13 +2,14 @@
 
 Each ``bench_*.py`` script runs at full size in its own process and reports JSON (its ratios
 are medians of interleaved repetitions inside that process); this script adds the CLI's
-start-up time (median of five ``privgames list``), checks the targets it can judge, and lists
-every reported figure. ``--paper`` also times ``privgames reproduce --scale paper`` (every
-experiment at the paper's scale, on a local Ray with every core, as a user runs it);
-``--paper-timings FILE`` takes those wall times from the ``timings.json`` of an earlier such
-run instead (it takes an hour: the benchmarks can then be re-measured on a quiet machine
-without it; the report names the file). ``--quick`` runs the scripts at their smoke sizes
-(for trying this script, not for the record); ``--out`` writes the table elsewhere.
+start-up time (median of five ``privgames list``, without and with the example plug-in),
+checks the targets it can judge, and lists every reported figure. ``--paper`` also times
+``privgames reproduce --scale paper`` (every experiment at the paper's scale, on a local Ray
+with every core, as a user runs it); ``--paper-timings FILE`` takes those wall times from the
+``timings.json`` of an earlier such run instead (it takes an hour: the benchmarks can then be
+re-measured on a quiet machine without it; the report names the file). ``--quick`` runs the
+scripts at their smoke sizes (for trying this script, not for the record); ``--out`` writes
+the table elsewhere.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ HERE = Path(__file__).resolve().parent
 #: (benchmark, dotted key, comparison, target, what) for the targets a report can judge.
 TARGETS = [
     ("startup", "privgames_list_s", "<", 0.5, "start-up: `privgames list` (s)"),
+    ("startup", "privgames_list_with_plugin_s", "<", 0.5,
+     "start-up: `privgames list` with the example plug-in installed (s)"),
     ("startup", "tiny_default_minus_serial_s", "<", 0.3,
      "tiny run: default (`--workers auto`) minus `--workers 0` (s)"),
     ("bench_chain", "ray.speedup", ">=", 1.8, "Ray sweep (16 tasks, 2 warm workers) vs serial"),
@@ -149,22 +152,28 @@ def flatten(data: object, prefix: str = "") -> dict[str, object]:
 def startup() -> dict[str, float]:
     """``privgames list``'s start-up, and a tiny run (``budget-us-bounds``) with the default
     ``--workers auto`` against ``--workers 0``: medians of five interleaved runs each."""
-    def seconds(*args: str) -> float:
+    def seconds(*args: str, env: dict | None = None) -> float:
         t = time.perf_counter()
         subprocess.run([sys.executable, "-m", "privgames.analysis", *args], check=True,
-                       capture_output=True)
+                       capture_output=True, env=env)
         return time.perf_counter() - t
 
-    times: dict[str, list[float]] = {"list": [], "default": [], "serial": []}
-    with tempfile.TemporaryDirectory() as out:
+    times: dict[str, list[float]] = {"list": [], "plugin": [], "default": [], "serial": []}
+    with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as plugin:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                        "--target", plugin, str(HERE.parent / "docs" / "example_plugin")],
+                       check=True)
+        with_plugin = {**os.environ, "PYTHONPATH": plugin}
         tiny = ["run", "budget-us-bounds", "--out", out]
         for _ in range(5):
             times["list"].append(seconds("list"))
+            times["plugin"].append(seconds("list", env=with_plugin))
             times["default"].append(seconds(*tiny))
             times["serial"].append(seconds(*tiny, "--workers", "0"))
     median = {k: statistics.median(v) for k, v in times.items()}
-    return {"privgames_list_s": median["list"], "tiny_run_default_s": median["default"],
-            "tiny_run_serial_s": median["serial"],
+    return {"privgames_list_s": median["list"],
+            "privgames_list_with_plugin_s": median["plugin"],
+            "tiny_run_default_s": median["default"], "tiny_run_serial_s": median["serial"],
             "tiny_default_minus_serial_s": median["default"] - median["serial"]}
 
 

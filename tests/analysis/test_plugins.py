@@ -42,6 +42,24 @@ def test_installed_plugin_runs_through_the_cli(plugin_path, tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "n=1" in bad.stderr
 
 
+def test_listing_reads_a_plugins_metadata_without_importing_it(plugin_path, tmp_path):
+    """Issue 33: ``privgames list`` names a plug-in's experiments from its entry points and
+    its distribution's summary; the plug-in (and the mesa, pandas, scipy it imports) is not
+    imported until one of its experiments is asked for."""
+    code = ("import sys; from privgames.analysis.cli import main; main(['list']); "
+            "print(sorted(m for m in ('privgames_poll', 'mesa', 'pandas', 'scipy') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(plugin_path)}, cwd=tmp_path,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "[]"
+    assert any(line.split(maxsplit=1) == ["poll", "A privgames plug-in: a noisy poll whose "
+                                          "respondents choose their Laplace noise"]
+               for line in lines)
+
+
 def test_plugin_claims_hold_through_the_python_api(plugin_path, tmp_path):
     code = ("import privgames; r = privgames.run('poll', seed=3, workers=0); "
             "print(list(r.claims()['verdict']))")
