@@ -288,7 +288,7 @@ def listing() -> list[tuple[str, str]]:
     """``(name, description)`` of every experiment without importing any: the built-in ones
     from :data:`CATALOGUE`, a plug-in's from its entry points' names and its distribution's
     one-line summary (its metadata), and those registered in this process."""
-    out = dict((name, description) for name, (_, description) in CATALOGUE.items())
+    out = {name: description for name, (_, description) in CATALOGUE.items()}
     for point in entry_points(group=ENTRY_POINTS):
         if point.name not in out:
             summary = point.dist.metadata["Summary"] if point.dist is not None else None

@@ -2,7 +2,8 @@
 driver's and each shard's memory, and the bytes that cross Ray per round, against the
 in-process engine at the same size; then the long run, 10^6 agents x 200 rounds on 2 shards
 (``--quick``: 3,000 x 30), with the shards' memory after a tenth of the rounds and at the end
-(it must not grow with the rounds); and every game over 2 shards at 10^5 agents (``--quick``:
+(it must not grow with the rounds), each round also against one numpy multiply over the
+round's ``agents x actions`` costs; and every game over 2 shards at 10^5 agents (``--quick``:
 3,000) against the in-process engine (``--games``: only that part); and the PPSP ring of 10^7
 nodes (``--quick``: 20,000), 20 steps, 20 replications, on 4 Ray shards (``--ring``: only
 that part): time, the driver's and each shard's peak memory, against the vectorized ring's
@@ -53,7 +54,23 @@ def one(agents: int, shards: int, rounds: int, probe: int, game: str = "pricing"
                     "shard_growth": max(b / a for a, b in zip(early, late, strict=True)),
                     "bytes_per_round": (model.run_.exchanged - exchanged) / (rounds - probe)})
     model.close()
-    return out
+    primitive = _primitive_s(agents, config.grid_points)  # after the peak memory is read
+    return {**out, "primitive_s": primitive, "round_over_primitive": per_round / primitive}
+
+
+def _primitive_s(agents: int, actions: int) -> float:
+    """The cheapest numpy pass over a round's ``agents x actions`` costs: one multiply into a
+    preallocated array (median of 5)."""
+    import numpy as np
+
+    a, b = np.random.default_rng(0).random((2, agents, actions))
+    out = np.empty_like(a)
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        np.multiply(a, b, out=out)
+        times.append(time.perf_counter() - started)
+    return sorted(times)[2]
 
 
 def ring(n: int, shards: int) -> dict:

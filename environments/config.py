@@ -4,6 +4,7 @@ re-exported for environments and plugins) and each population's :class:`Footprin
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,17 +56,13 @@ class Footprint:
         """A conservative footprint for a configuration that gives none (a plug-in without
         ``footprint()``): its integer parameters are counts, the two largest size an array of
         float64, and the work is all of them multiplied."""
-        counts = sorted(((getattr(config, f.name), f.name) for f in dataclasses.fields(config)
-                         if isinstance(getattr(config, f.name), int)
-                         and not isinstance(getattr(config, f.name), bool)), reverse=True)
+        counts = sorted(((v, f.name) for f in dataclasses.fields(config)
+                         if isinstance(v := getattr(config, f.name), int)
+                         and not isinstance(v, bool)), reverse=True)
         if not counts:
             return cls(0.0, 1.0, "")
-        largest = [max(float(v), 1.0) for v, _ in counts[:2]]
-        work = 1.0
-        for v, _ in counts:
-            work *= max(float(v), 1.0)
-        return cls(8.0 * largest[0] * (largest[1] if len(largest) > 1 else 1.0), work,
-                   counts[0][1])
+        sizes = [max(float(v), 1.0) for v, _ in counts]
+        return cls(8.0 * math.prod(sizes[:2]), math.prod(sizes), counts[0][1])
 
 
 def footprint_of(config: Any) -> Footprint:

@@ -57,9 +57,6 @@ GAMES = ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes")
 ATTACKERS = ("weak", "strong")
 WEIGHTINGS = ("equal", "unequal")
 BACKENDS = ("vectorized", "ray")
-#: The games ``backend="ray"`` splits over shards
-#: (:data:`~privgames.environments.learning_slices.SLICES`).
-SHARDED_GAMES = ("bas", "sar", "ppsp", "pricing")
 #: A round's fixed cost (the learner's, the game's and the analyst's Python calls), in the
 #: operations of an ``agents x grid`` pass: about a millisecond.
 ROUND_OPS = 3e5
@@ -244,9 +241,11 @@ class LearningConfig:
         check_bool("history", self.history)
         check_int("checkpoint_every", self.checkpoint_every, 0)
         if self.backend == "ray":
-            if self.game not in SHARDED_GAMES:
+            from privgames.environments.learning_slices import SLICES
+
+            if self.game not in SLICES:
                 raise ConfigError(f"game={self.game!r} is not allowed with backend='ray': "
-                                  f"it runs over shards {', '.join(SHARDED_GAMES)}; "
+                                  f"it runs over shards {', '.join(SLICES)}; "
                                   f"{self.game} runs with backend='vectorized'")
             if self.shards != "auto":
                 check_int("shards", self.shards, 1)

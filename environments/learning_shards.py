@@ -58,9 +58,6 @@ class ShardedLearningModel(Environment):
                  start_run: int = 0) -> None:
         super().__init__(config, seed)
         c = config
-        if c.game not in SLICES:
-            raise ConfigError(f"backend={c.backend!r} runs game={' or '.join(map(repr, SLICES))}"
-                              f"; game={c.game!r} runs with backend='vectorized'")
         self.slice_ = SLICES[c.game]
         base = as_seed_sequence(self.rng.bit_generator.seed_seq)
         backend = "vectorized" if in_process else c.backend
@@ -80,7 +77,7 @@ class ShardedLearningModel(Environment):
         self.reference_names = r.on(0, "reference_names")
         self.predicted_name = self.reference_names[0]
         optimum = self.slice_.optimum_from(totals, c)
-        self.optimum_ = self._measured("optimum")["social"] if optimum is None else optimum
+        self.optimum_ = self._measure_profile("optimum")["social"] if optimum is None else optimum
         self.grid = r.on(0, "grid_of")
         self.learner = make_grid_learner(  # for its bound's formula only
             c.learner, self.grid, 1, c.rounds, c.resolved_feedback,
@@ -90,7 +87,7 @@ class ShardedLearningModel(Environment):
         if r.checkpoint_every and r.backend == "ray":
             r.checkpoint(0)
 
-    def _measured(self, which: str) -> dict[str, Any]:
+    def _measure_profile(self, which: str) -> dict[str, Any]:
         """The combined :meth:`~privgames.environments.learning_slices.GameSlice.measure` of
         a reference profile (or ``optimum``)."""
         r = self.run_
@@ -210,7 +207,7 @@ class ShardedLearningModel(Environment):
 
     def predicted(self) -> dict:
         """The reference profiles' deviation gains and social costs, and the optimum."""
-        at = {name: self._measured(name) for name in self.reference_names}
+        at = {name: self._measure_profile(name) for name in self.reference_names}
         return {"nash_gaps": {k: v["nash_gap"] for k, v in at.items()},
                 "nash_gaps_relative": {k: v["nash_gap_relative"] for k, v in at.items()},
                 "social_costs": {k: v["social"] for k, v in at.items()},

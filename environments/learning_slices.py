@@ -31,6 +31,7 @@ generator each shard holds a copy of.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -98,8 +99,6 @@ class AgentView:
 def block_hashes(values: NDArray, start: int) -> NDArray:
     """One 32-bit hash per block of ``values`` (as floats: their sum over the blocks is exact
     and the same at any shard count), so that the driver tells a profile it saw before."""
-    import hashlib
-
     return np.array([float(int.from_bytes(hashlib.blake2b(values[k:k + BLOCK].tobytes(),
                                                           digest_size=4).digest(), "big"))
                      for k in range(0, values.size, BLOCK)])
@@ -460,9 +459,7 @@ class BASSlice(GameSlice):
         """The grid; Theorem 1's profile ``(m max beta, 0, ..., 0)`` and the social optimum's
         (all noise first: ``m (mean alpha)^(2/3)``, :func:`chain.central_optimum`)."""
         self.grid = bas_grid(totals["beta_max"], self.c.grid_points, self.c.grid)
-        first = np.zeros(self.size)
-        self._theorem1 = first.copy()
-        self.optimum_profile = first.copy()
+        self._theorem1, self.optimum_profile = np.zeros(self.size), np.zeros(self.size)
         if self.start == 0:
             self._theorem1[0] = chain.M * totals["beta_max"]
             self.optimum_profile[0] = chain.M * (totals["alpha_sum"] / self.n) ** (2.0 / 3.0)
@@ -582,7 +579,8 @@ class PPSPSlice(GameSlice):
                         strict=True))
 
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
-        order = np.sort(v)
+        n = v.size  # the two smallest and two largest, in order, without sorting all
+        order = np.sort(v) if n <= 4 else np.partition(v, (0, 1, n - 2, n - 1))
         return Partials(gathered={f"{prefix}largest": order[-2:],
                                   f"{prefix}smallest": order[:2]})
 
@@ -602,5 +600,5 @@ class PPSPSlice(GameSlice):
 
 
 #: The slice of each game that runs over shards.
-SLICES: dict[str, type[GameSlice]] = {"pricing": PricingSlice, "bas": BASSlice,
-                                      "sar": SARSlice, "ppsp": PPSPSlice}
+SLICES: dict[str, type[GameSlice]] = {"bas": BASSlice, "sar": SARSlice, "ppsp": PPSPSlice,
+                                      "pricing": PricingSlice}

@@ -339,13 +339,13 @@ def _submit_block(ray, c: PPSPConfig, shards, ring: _Ring) -> int:
         ring.sizes[home] += 1
     leaver = c.leave_node if k == c.leave_at else None
     T = 1 if leaver is not None else _block_length(c, ring, k)
-    keeper = at = None
+    keeper = at = keeper_at = None
     if leaver is not None:  # its predecessor keeps its state: in its shard, or the last before
-        at = _segment_of(c, leaver)
-        keeper, home = ray.get(shards[at].predecessor.remote(leaver)), at
+        at = keeper_at = _segment_of(c, leaver)
+        keeper = ray.get(shards[at].predecessor.remote(leaver))
         if keeper is None:
-            home = (at - 1) % len(shards)
-            keeper = ray.get(shards[home].last.remote())
+            keeper_at = (at - 1) % len(shards)
+            keeper = ray.get(shards[keeper_at].last.remote())
     if k in (c.join_at, c.leave_at):  # summed over the new ring, as the vectorized ring does
         ring.target = ring_total(ray.get([sh.secret_total.remote(leaver) for sh in shards]))
     if leaver is not None:
@@ -355,7 +355,7 @@ def _submit_block(ray, c: PPSPConfig, shards, ring: _Ring) -> int:
     ring.targets.extend(targets)
     out = [sh.emit.remote(k, T, leaver if s == at else None) for s, sh in enumerate(shards)]
     for s, sh in enumerate(shards):
-        sh.absorb.remote(out[s - 1], keeper if leaver is not None and s == home else None,
+        sh.absorb.remote(out[s - 1], keeper if s == keeper_at else None,
                          leaver if s == at else None, targets, sizes)
     return k + T
 

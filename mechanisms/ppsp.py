@@ -147,15 +147,14 @@ def optimal_c(gamma_u: float, gamma_a: float, gamma_p: float, n: int, K: int, de
 
     With ``d = 0`` and the paper's Laplace convention ``E = delta K (K-1)/2`` this is the printed
     cubic (``6 E = 3 delta K (K-1)``); with ours ``E`` carries the factor ``sqrt(2)``. The root is
-    unique: the cubic increases on ``c > 0`` from a negative value.
+    unique: the cubic increases on ``c > 0`` from a negative value; it is found by
+    :func:`optimal_c_each` (Newton, exact to a few ulps).
     """
     for name, g in (("gamma_u", gamma_u), ("gamma_a", gamma_a), ("gamma_p", gamma_p)):
         if g <= 0:
             raise ConfigError(f"{name}={g!r} is out of range: {name} must be > 0")
-    cubic, square, constant = _theorem4_cubic(gamma_u, gamma_a, gamma_p, n, K, delta, d)
-    roots = np.roots([cubic, square, 0.0, -constant])
-    real = roots[np.abs(roots.imag) < 1e-9 * np.abs(roots).max()].real
-    return float(real[real > 0].max())
+    return float(optimal_c_each(np.array([[gamma_u, gamma_a, gamma_p]], dtype=float), n, K,
+                                delta, d)[0])
 
 
 def _theorem4_cubic(gamma_u: ArrayLike, gamma_a: ArrayLike, gamma_p: ArrayLike, n: int,
@@ -174,10 +173,10 @@ def optimal_c_each(weights: NDArray, n: int, K: int, delta: float, d: float = 0.
     c = np.maximum(np.cbrt(e / a), np.sqrt(e / b))  # each term alone reaches e there
     for _ in range(200):
         step = (c * c * (a * c + b) - e) / (c * (3.0 * a * c + 2.0 * b))
-        nxt = c - np.maximum(step, 0.0)
-        if np.all(nxt >= c):
+        nxt = c - np.maximum(step, 0.0)  # never above c
+        if np.all(nxt >= c):  # no longer falls anywhere
             break
-        c = np.minimum(nxt, c)
+        c = nxt
     return c
 
 
