@@ -1,1 +1,2 @@
-"""Experiments, Ray sweeps, metrics, plots, the results store and the ``privgames`` CLI."""
+"""Experiments, Ray sweeps, metrics, the results store, the pages and the ``privgames`` CLI; one
+package per game family (its experiments, figures and page)."""

@@ -139,6 +139,6 @@ def run(name: str, *, seed: int = 0, workers: int | str | None = "auto",
     summary = to_json_value({"experiment": name, "seed": seed, "scale": scale,
                              "parameters": resolved, **experiment.summarize(rows, resolved)})
     if out is not None:
-        write_parquet(rows, Path(out) / f"{name}.parquet")
-        write_json(summary, Path(out) / f"{name}.summary.json")
+        write_parquet(rows, Path(out) / f"{name}.parquet", experiment.infinite)
+        write_json(summary, Path(out) / f"{name}.summary.json", experiment.infinite)
     return Result(experiment, rows, summary)

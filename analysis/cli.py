@@ -109,14 +109,10 @@ def _port(text: str) -> int:
     return value
 
 
-#: The pages ``privgames viz`` serves (``privgames.analysis.pages.PAGES``; listed here so the
-#: command line starts without importing the environments).
-PAGE_ROUTES = ("bas", "sar", "ppsp", "pricing", "kmeans", "apes", "learning")
-
-
 def _serve(args: argparse.Namespace) -> None:
-    if args.name is not None and args.name not in PAGE_ROUTES:
-        raise UsageError(f"viz {args.name!r}: unknown page; pages are " + ", ".join(PAGE_ROUTES))
+    if args.name is not None and args.name not in experiments.page_routes():
+        raise UsageError(f"viz {args.name!r}: unknown page; pages are "
+                         + ", ".join(experiments.page_routes()))
     if args.results is not None and not any(args.results.glob("*.parquet")):
         raise UsageError(f"--results {args.results}: no results there (a folder with "
                          "NAME.parquet files written by privgames run is needed)")
@@ -206,7 +202,7 @@ def _parser() -> argparse.ArgumentParser:
     viz = sub.add_parser("viz", help="serve the interactive pages (Mesa SolaraViz) on "
                          "127.0.0.1: one per environment, and a results browser")
     viz.add_argument("name", nargs="?", default=None,
-                     help="the page to open first: " + ", ".join(PAGE_ROUTES))
+                     help="the page to open first: " + ", ".join(experiments.page_routes()))
     viz.add_argument("--port", type=_port, default=8765, help="port (default 8765)")
     viz.add_argument("--results", type=Path, default=None, metavar="DIR",
                      help="a reproduce/run folder to browse on /results")
@@ -260,14 +256,15 @@ def _main(argv: Sequence[str] | None) -> int:
             experiments.get(args.name)  # an unknown name fails before any folder is made
             from privgames.analysis import api  # pandas and the runners: not for `list`
 
-            summary = api.run(args.name, seed=args.seed, workers=args.workers,
-                              address=_address(args.address), out=_output_folder(args.out),
-                              scale=args.scale, progress=True, params=overrides,
-                              **_budgets(args)).summary
+            result = api.run(args.name, seed=args.seed, workers=args.workers,
+                             address=_address(args.address), out=_output_folder(args.out),
+                             scale=args.scale, progress=True, params=overrides,
+                             **_budgets(args))
             if args.json:
                 from privgames.analysis.results import json_text
 
-                print(json_text(summary, indent=None))
+                print(json_text(result.summary, indent=None,
+                                reasons=result.experiment.infinite))
             else:
                 print(f"wrote {args.out / (args.name + '.parquet')} and the summary beside it")
         elif args.command == "show":

@@ -8,6 +8,7 @@ not depend on how units are batched into tasks or on how many workers run them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import itertools
 import json
@@ -26,95 +27,33 @@ if TYPE_CHECKING:  # pandas is imported by the runners, not by ``privgames list`
     import pandas as pd
 
 Unit = tuple[dict[str, Any], np.random.SeedSequence]
+#: The game families: each is a package ``privgames.analysis.<game>`` whose ``__init__`` names
+#: its experiments (``EXPERIMENTS``: name -> one line) and imports nothing, whose ``experiments``
+#: module registers them, ``figures`` draws them and ``page`` is its page. A new game is one
+#: package and its name here; the catalogue, ``privgames list``, the report's order and the
+#: pages' menu are derived from these packages.
+GAMES = ("bas", "sar", "ppsp", "pricing", "budget", "learning", "apes")
 
-#: The built-in experiments: name -> (module of ``privgames.analysis`` that registers it, one
-#: line for ``privgames list``). Listing reads this table without importing any environment,
-#: and :func:`get` imports only the experiment's own module, so start-up and a Ray worker's
-#: first task pay for one system, not six.
-CATALOGUE: dict[str, tuple[str, str]] = {
-    "bas-chain": ("bas", "BAS chain: users learn their noise by best response; distance to the "
-                         "Theorem 1 NE and MSE vs LDP and the centralized optimum"),
-    "bas-mse-vs-d": ("bas", "Fig 3: MSE and privacy budget vs dimension d (K=10, beta ~ U[0, "
-                            "1.3])"),
-    "bas-mse-vs-beta": ("bas", "Figs 4-5: MSE and average cost vs the preference range beta_max "
-                               "(d=50)"),
-    "bas-split": ("bas", "Fig 6: MSE vs number of sub-sequences, random vs sorted split (K=100)"),
-    "bas-mse-vs-K": ("bas", "Fig 7: MSE vs number of users K (d=50, beta ~ U[0, 1.3])"),
-    "bas-properties": ("bas", "E1-E4 measured: truthfulness grid, fairness (Theorem 3), voluntary"
-                              " participation (Theorem 4), PoA vs the Theorem 5 bound"),
-    "sar-attack": ("sar", "SAR: weak/strong colluders attack a victim's slices on the simulated "
-                          "messages; success vs eq (31) and the corrected eq (32)"),
-    "sar-success-vs-p": ("sar", "Attack success vs p and K, weak and strong attackers, against "
-                                "theory"),
-    "sar-exposure-vs-N": ("sar", "Exposed fraction and whole-vector exposure vs the number of "
-                                 "slices N"),
-    "sar-thresholds": ("sar", "Fig 8: p_k thresholds (eq 33, strong numerically) and the failure "
-                              "rate measured at them vs 1/K^2"),
-    "sar-participation": ("sar", "Users estimate p from their neighbours and opt out past the "
-                                 "threshold: participation and attack success over rounds"),
-    "ppsp-ring": ("ppsp", "PPSP ring (SI or AI): estimator error vs the exact formula and "
-                          "Theorems 1-2, sum invariance, epsilon (Theorem 3); join/leave; "
-                          "vectorized or Ray backend"),
-    "ppsp-example2": ("ppsp", "Example 2 (Figs 2-3): 10 nodes summing to 500, v=1000/(k+1), node "
-                              "10 leaves at k=2000 and joins back at k=4000"),
-    "ppsp-epsilon": ("ppsp", "Theorem 3: epsilon vs K (harmonic, geometric) beside the privacy "
-                             "loss and the eavesdropper's accuracy measured on Laplace "
-                             "transcripts"),
-    "ppsp-attack": ("ppsp", "Attack success vs noise scale c: eavesdropper / curious-neighbour "
-                            "estimation error and distinguishing accuracy against the epsilon-DP "
-                            "bound"),
-    "ppsp-tradeoff": ("ppsp", "Theorem 4: the optimal c from the cubic vs numerical minimisation"),
-    "ppsp-learning": ("ppsp", "Nodes learn their noise scale c_i by best response (privacy "
-                              "depends on the smallest c): learned profile vs Theorem 4's "
-                              "optimum, equal and unequal weights"),
-    "pricing-fl": ("pricing", "Pricing FL game: clients learn their noise by global best "
-                              "response, with or without Definition 4's prices; end point vs eq "
-                              "(10), eq (11), the true optimum"),
-    "pricing-fig1": ("pricing", "Fig 1: social cost vs the variance of the types (normal, mean "
-                                "0.5), with and without prices, MLE and mean rules, against the "
-                                "true optimum"),
-    "pricing-poa": ("pricing", "Proposition 3: PoA of the learned equilibrium vs N with equal "
-                               "types, beside the closed-form family"),
-    "pricing-bne": ("pricing", "Incomplete information (binary types): clients learn reports and "
-                               "noise; truthful reporting checked by enumeration with the derived"
-                               " mechanism, with penalties only, and without prices"),
-    "pricing-fig2": ("pricing", "Fig 2: expected social cost vs eta with and without the "
-                                "mechanism (alpha_L=0.25, alpha_H=0.75)"),
-    "pricing-training": ("pricing", "Federated squared-SVM on digits (even vs odd): clients add "
-                                    "heterogeneous noise, mean vs MLE aggregation; loss, accuracy"
-                                    " and eq (9)'s bound"),
-    "budget-noise": ("budget", "Table 2: total noise MSE of N sum queries per strategy (eps = 1, "
-                               "l = 100 rounds) against sum_i 2/eps_i^2 and the printed values"),
-    "budget-us-bounds": ("budget", "Tables 3-5: the U_s interval of Lemma 3 per N for the "
-                                   "geometric (eps 0.3, 0.5) and Taylor (bl-Ty, eps 0.3) "
-                                   "strategies, beside the printed values"),
-    "dp-kmeans": ("budget", "DP k-means (Algorithm 1) per budget strategy and total iterations: "
-                            "weighted F1 on an Unbalance-like set or NIVC on a 100,000-point "
-                            "Birch3-like set"),
-    "budget-collusion": ("budget", "Section 6.1: m colluders pool w queries' noisy answers; the "
-                                   "attack's error per strategy with and without each protection,"
-                                   " against the budgets"),
-    "budget-analysts": ("budget", "Analysts learn their budget strategy by Thompson sampling from"
-                                  " the utility they observe (sum queries vs DP k-means); regret "
-                                  "against the offline best"),
-    "learning-dynamics": ("learning", "Users who learn from what they experience: fictitious "
-                                      "play, Hedge, regret matching (full information), EXP3, "
-                                      "SPSA (bandit) and best response in every game; distance "
-                                      "to the NE, regret vs its bound, CCE gap"),
-    "apes": ("apes", "Personalized-LDP federated logistic regression (digits, d = 650): Non-"
-                     "Private, LDP-Min, PLDP, UniS, APES, S-APES; accuracy and every epsilon (the"
-                     " Table 3 analogue)"),
-    "apes-clip": ("apes", "Fig 3(a): accuracy vs the clip bound C, Clip-Laplace (APES) vs Laplace"
-                          " (UniS)"),
-    "apes-sparsify": ("apes", "Fig 3(b): S-APES accuracy vs the sparsification ratio b/d, post- "
-                              "(top-b after perturbation) vs random sparsification"),
-    "apes-bounds": ("apes", "Fig 2(a): central epsilon vs n per budget distribution, the baseline"
-                            " (eq 2) and EoN (Theorem 4) bounds closed and numerical, "
-                            "Erlingsson'19"),
-    "apes-audit": ("apes", "Empirical audit: a distinguishing attack on one user's datum from the"
-                           " shuffled Clip-Laplace reports, a Clopper-Pearson lower bound on the "
-                           "central epsilon beside the EoN and baseline upper bounds"),
-}
+
+@functools.cache
+def catalogue() -> dict[str, tuple[str, str]]:
+    """The built-in experiments: name -> (its game, its one line), read from the games'
+    packages without importing their experiments, so start-up and a Ray worker's first task
+    pay for one system, not seven."""
+    out: dict[str, tuple[str, str]] = {}
+    for game in GAMES:
+        for name, description in importlib.import_module(
+                f"privgames.analysis.{game}").EXPERIMENTS.items():
+            if name in out:
+                raise ValueError(f"experiment {name!r} is named by games {out[name][0]!r} and "
+                                 f"{game!r}")
+            out[name] = (game, description)
+    return out
+
+
+def page_routes() -> tuple[str, ...]:
+    """The routes of the games' pages (``privgames viz``), read without importing them."""
+    return tuple(importlib.import_module(f"privgames.analysis.{game}").PAGE for game in GAMES)
 
 
 @dataclass(frozen=True)
@@ -139,7 +78,10 @@ class Experiment:
             verdicts (``privgames.analysis.claims``).
         table_caption: what the summary's ``table`` holds, for the report.
         description: one line for ``privgames list`` (a built-in experiment's comes from
-            :data:`CATALOGUE`).
+            :func:`catalogue`).
+        infinite: why a value can be infinite, by metric or summary key (the innermost named
+            part of its path); written beside each infinity in the Parquet file's metadata and
+            the summary's ``non_finite`` (:mod:`privgames.analysis.results`).
     """
 
     name: str
@@ -156,6 +98,7 @@ class Experiment:
     claims: Callable[[Mapping[str, Any]], list] | None = None
     table_caption: str = ""
     description: str = ""
+    infinite: Mapping[str, str] = field(default_factory=dict)
 
     def parameters(self) -> dict[str, Any]:
         """Every settable parameter with its default value."""
@@ -230,14 +173,13 @@ class Experiment:
         return rows.assign(**{k: v for k, v in label.items()})
 
 
-def figure(name: str, *args: Any, **kwargs: Any) -> Callable[[pd.DataFrame], Any]:
-    """``rows -> Figure`` drawing ``privgames.analysis.plots.<name>(rows, *args, **kwargs)``;
-    the plotting libraries are imported when a figure is first drawn, not at start-up."""
+def figure(module: str, name: str, *args: Any, **kwargs: Any) -> Callable[[pd.DataFrame], Any]:
+    """``rows -> Figure`` drawing ``<module>.<name>(rows, *args, **kwargs)`` (a game's
+    ``figures`` module); the plotting libraries are imported when a figure is first drawn,
+    not at start-up."""
 
     def draw(rows: pd.DataFrame) -> Any:
-        from privgames.analysis import plots
-
-        return getattr(plots, name)(rows, *args, **kwargs)
+        return getattr(importlib.import_module(module), name)(rows, *args, **kwargs)
 
     return draw
 
@@ -246,14 +188,16 @@ REGISTRY: dict[str, Experiment] = {}
 
 
 def register(experiment: Experiment) -> Experiment:
-    """Add an experiment to the registry (names are unique; a built-in one's module is the one
-    :data:`CATALOGUE` names, and its description is the catalogue's)."""
+    """Add an experiment to the registry (names are unique; a built-in one is registered by
+    the ``experiments`` module of the game that names it, and its description is the
+    catalogue's)."""
     name = experiment.name
-    if name in CATALOGUE:
-        module = f"privgames.analysis.{CATALOGUE[name][0]}"
+    if name in catalogue():
+        game, description = catalogue()[name]
+        module = f"privgames.analysis.{game}.experiments"
         if experiment.run_unit.__module__ != module:
             raise ValueError(f"experiment {name!r} is a built-in experiment of {module}")
-        experiment = dataclasses.replace(experiment, description=CATALOGUE[name][1])
+        experiment = dataclasses.replace(experiment, description=description)
     if name in REGISTRY:
         raise ValueError(f"experiment {name!r} is registered twice")
     REGISTRY[name] = experiment
@@ -263,8 +207,8 @@ def register(experiment: Experiment) -> Experiment:
 def get(name: str) -> Experiment:
     """Look an experiment up by name, importing only the module that registers it (a
     plug-in's entry point of that name; all plug-ins when none is named so)."""
-    if name in CATALOGUE:
-        importlib.import_module(f"privgames.analysis.{CATALOGUE[name][0]}")
+    if name in catalogue():
+        importlib.import_module(f"privgames.analysis.{catalogue()[name][0]}.experiments")
     elif name not in REGISTRY:
         point = next((p for p in entry_points(group=ENTRY_POINTS) if p.name == name), None)
         if point is not None:
@@ -273,22 +217,22 @@ def get(name: str) -> Experiment:
             _load_plugins()
     if name not in REGISTRY:
         raise ConfigError(f"unknown experiment {name!r}: known experiments are "
-                          + ", ".join(sorted({*CATALOGUE, *REGISTRY})))
+                          + ", ".join(sorted({*catalogue(), *REGISTRY})))
     return REGISTRY[name]
 
 
 def all_experiments() -> list[Experiment]:
     """Every experiment: the built-in ones in catalogue order, then the plug-ins'."""
     _load_plugins()
-    return ([get(name) for name in CATALOGUE]
-            + [e for e in REGISTRY.values() if e.name not in CATALOGUE])
+    return ([get(name) for name in catalogue()]
+            + [e for e in REGISTRY.values() if e.name not in catalogue()])
 
 
 def listing() -> list[tuple[str, str]]:
     """``(name, description)`` of every experiment without importing any: the built-in ones
-    from :data:`CATALOGUE`, a plug-in's from its entry points' names and its distribution's
+    from :func:`catalogue`, a plug-in's from its entry points' names and its distribution's
     one-line summary (its metadata), and those registered in this process."""
-    out = {name: description for name, (_, description) in CATALOGUE.items()}
+    out = {name: description for name, (_, description) in catalogue().items()}
     for point in entry_points(group=ENTRY_POINTS):
         if point.name not in out:
             summary = point.dist.metadata["Summary"] if point.dist is not None else None

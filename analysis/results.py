@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +39,60 @@ def _atomic_write(path: Path, write) -> None:
             os.unlink(tmp)
 
 
-def write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    """Write ``frame`` to ``path`` via a temporary file and an atomic rename."""
-    _atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
+#: The reason given for an infinity that its experiment does not explain.
+UNEXPLAINED = "not explained by the experiment (Experiment.infinite)"
+#: The Parquet schema metadata key holding the file's infinities and their reasons.
+PARQUET_KEY = b"privgames.non_finite"
+
+
+def reason_for(where: str, reasons: Mapping[str, str]) -> str:
+    """Why ``where`` (a metric, a column, or a summary path such as ``table[2].eps_central``)
+    holds an infinity: the reason declared for its innermost named part."""
+    parts = [p for p in re.split(r"[.\[\]]", where) if p and not p.isdigit()]
+    return next((reasons[p] for p in reversed(parts) if p in reasons), UNEXPLAINED)
+
+
+def infinities(frame: pd.DataFrame, reasons: Mapping[str, str] | None = None) -> dict:
+    """Where ``frame`` holds an infinity, by column (by metric in a tidy frame's ``value``):
+    ``{where: {"count": n, "reason": why}}``. A missing number (NaN) is no infinity: Parquet
+    stores it as null."""
+    out: dict[str, dict[str, Any]] = {}
+    for column in frame.select_dtypes("number"):
+        infinite = np.isinf(frame[column].to_numpy(dtype=float))
+        if not infinite.any():
+            continue
+        if column == "value" and "metric" in frame:
+            counts = frame.loc[infinite, "metric"].value_counts(sort=False)
+            found = {str(metric): int(n) for metric, n in counts.items()}
+        else:
+            found = {column: int(infinite.sum())}
+        for where, n in found.items():
+            out[where] = {"count": n, "reason": reason_for(where, reasons or {})}
+    return out
+
+
+def write_parquet(frame: pd.DataFrame, path: Path,
+                  reasons: Mapping[str, str] | None = None) -> None:
+    """Write ``frame`` to ``path`` via a temporary file and an atomic rename; its infinities
+    and why (``reasons``: name -> reason) go into the schema's metadata (:func:`infinities`,
+    read back by :func:`parquet_infinities`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    found = infinities(frame, reasons)
+    if found:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               PARQUET_KEY: json.dumps(found).encode()})
+    _atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def parquet_infinities(path: Path) -> dict:
+    """The infinities a Parquet file written by :func:`write_parquet` holds, with reasons."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata[PARQUET_KEY]) if PARQUET_KEY in metadata else {}
 
 
 def read_parquet(path: Path) -> pd.DataFrame:
@@ -65,11 +118,13 @@ def to_json_value(value: Any) -> Any:
 NON_FINITE = "non_finite"
 
 
-def json_text(data: dict, indent: int | None = 2) -> str:
+def json_text(data: dict, indent: int | None = 2,
+              reasons: Mapping[str, str] | None = None) -> str:
     """Standard JSON (no ``Infinity``, which is not JSON): an infinite value is written as
-    ``null``, and ``data["non_finite"]`` says which and why (``{"a.b": "inf"}``; NaN is
+    ``null``, and ``data["non_finite"]`` says which and why (``{"a.b": {"value": "inf",
+    "reason": ...}}``, the reason declared for its innermost named part in ``reasons``; NaN is
     ``null`` already, the absence of a number). :func:`read_json` puts them back."""
-    found: dict[str, str] = {}
+    found: dict[str, dict[str, str]] = {}
 
     def finite(value: Any, path: str) -> Any:
         if isinstance(value, dict):
@@ -77,7 +132,8 @@ def json_text(data: dict, indent: int | None = 2) -> str:
         if isinstance(value, list):
             return [finite(v, f"{path}[{i}]") for i, v in enumerate(value)]
         if isinstance(value, float) and math.isinf(value):
-            found[path] = "inf" if value > 0 else "-inf"
+            found[path] = {"value": "inf" if value > 0 else "-inf",
+                           "reason": reason_for(path, reasons or {})}
             return None
         return value
 
@@ -90,7 +146,8 @@ def json_text(data: dict, indent: int | None = 2) -> str:
 def read_json(path: Path) -> dict:
     """A JSON file written by :func:`write_json`, with its infinite values restored."""
     data = json.loads(Path(path).read_text())
-    for where, kind in data.pop(NON_FINITE, {}).items():
+    for where, entry in data.pop(NON_FINITE, {}).items():
+        kind = entry["value"] if isinstance(entry, dict) else entry  # older files: the kind
         keys = where.replace("]", "").replace("[", ".").split(".")
         node = data
         for key in keys[:-1]:
@@ -100,9 +157,9 @@ def read_json(path: Path) -> dict:
     return data
 
 
-def write_json(data: dict, path: Path) -> None:
+def write_json(data: dict, path: Path, reasons: Mapping[str, str] | None = None) -> None:
     """Write ``data`` as indented standard JSON (:func:`json_text`), atomically."""
-    write_text(json_text(data) + "\n", path)
+    write_text(json_text(data, reasons=reasons) + "\n", path)
 
 
 def write_text(text: str, path: Path) -> None:

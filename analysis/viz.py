@@ -1,7 +1,7 @@
 """``privgames viz``: Mesa's SolaraViz pages of the environments and a results browser.
 
 Solara serves this module (``SOLARA_APP``, behind :mod:`privgames.analysis.page_server`):
-``routes`` holds an index, one page per environment (:data:`privgames.analysis.pages.PAGES`:
+``routes`` holds an index, one page per environment (:func:`privgames.analysis.pages.all_pages`:
 controls, inputs from the config's validators, the agents, the measurement beside the theory,
 the numbers) and, when ``privgames viz --results DIR`` started it, the results page (the
 report's verdict tables with their figures, a DuckDB query box over the Parquet files). Solara's
@@ -29,7 +29,7 @@ import pandas as pd
 import solara
 
 from privgames.analysis.page_server import RESULTS_ENV
-from privgames.analysis.pages import PAGES, Page, PageModel, format_reading
+from privgames.analysis.pages import Page, PageModel, all_pages, format_reading
 
 # Mesa 3.3's ComponentsView calls a hook after an early return (harmless: that return is for an
 # empty component list, never ours), which Solara reports when Mesa's module is imported; on
@@ -123,7 +123,7 @@ def Index() -> Any:
     with solara.Column(style={"padding": "24px"}):
         lines = ["# privgames pages", "Each page runs one environment: set its parameters, "
                  "press Reset, then Step or ▶.", ""]
-        for route, page in PAGES.items():
+        for route, page in all_pages().items():
             summary = page.model_type.__doc__.splitlines()[0]
             lines.append(f"- [{page.title}](/{route}): {summary}")
         SafeMarkdown("\n".join(lines))
@@ -192,5 +192,5 @@ def _query(folder: Path, sql: str) -> Any:
 
 routes = [solara.Route(path="/", component=Index, label="privgames"),
           *[solara.Route(path=route, component=environment_page(page), label=page.title)
-            for route, page in PAGES.items()],
+            for route, page in all_pages().items()],
           solara.Route(path="results", component=Results, label="Results")]

@@ -19,7 +19,7 @@ import time
 
 from _common import arguments, timed
 
-from privgames.analysis.pages import PAGES, PageModel
+from privgames.analysis.pages import PageModel, all_pages
 
 #: Each page's agent count set to 1,000 (APES: users; k-means draws its data set).
 THOUSAND = {"bas": {"K": 1000}, "sar": {"K": 1000}, "ppsp": {"n": 1000},
@@ -61,7 +61,7 @@ def main() -> None:
     args = arguments(__doc__)
     reps = 2 if args.quick else 5
     models = {}
-    for route, page in PAGES.items():
+    for route, page in all_pages().items():
         size = {} if args.quick else THOUSAND[route]
         models[route] = PageModel.of(page)(**{**page.defaults(), **size})
         assert models[route].error is None, models[route].error

@@ -37,7 +37,7 @@ def main() -> None:
     args = arguments(__doc__)
     from privgames.analysis import experiments as registry
 
-    names = list(registry.CATALOGUE)[:2] if args.quick else list(registry.CATALOGUE)
+    names = list(registry.catalogue())[:2] if args.quick else list(registry.catalogue())
     repeats = 1 if args.quick else 3
     seconds: dict[str, list[float]] = {name: [] for name in names}
     work: dict[str, float] = {}

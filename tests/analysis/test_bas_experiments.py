@@ -6,11 +6,13 @@ import io
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
 import privgames
 from privgames.analysis.cli import main
+from privgames.analysis.results import UNEXPLAINED, parquet_infinities
 
 
 def test_mse_vs_K_matches_eq9_and_beats_ldp(tmp_path):
@@ -65,6 +67,15 @@ def test_reproduce_writes_figures_and_a_report_with_verdicts(tmp_path):
         assert f"({name}.png)" in report
         assert oct((tmp_path / f"{name}.parquet").stat().st_mode & 0o044) == oct(0o044)
     assert not (tmp_path / ".parts").exists()
+    for name in names:  # issue 32: every infinity has its reason, and no other is there
+        rows = pd.read_parquet(tmp_path / f"{name}.parquet")
+        found = parquet_infinities(tmp_path / f"{name}.parquet")
+        assert sum(v["count"] for v in found.values()) == int(
+            np.isinf(rows.select_dtypes("number").to_numpy(dtype=float)).sum()), name
+        summary = json.loads((tmp_path / f"{name}.summary.json").read_text())
+        reasons = [v["reason"] for v in found.values()] + [
+            v["reason"] for v in summary.get("non_finite", {}).values()]
+        assert UNEXPLAINED not in reasons, name
     timings = json.loads((tmp_path / "timings.json").read_text())
     assert list(timings["seconds"]) == names and min(timings["seconds"].values()) > 0
     assert timings["total"] == pytest.approx(sum(timings["seconds"].values()))

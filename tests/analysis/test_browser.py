@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privgames.analysis.pages import PAGES, PageModel, format_reading
+from privgames.analysis.pages import PageModel, all_pages, format_reading
 
 pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"
@@ -144,9 +144,9 @@ def shots(tmp_path_factory) -> Path:
     return Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
 
 
-@pytest.mark.parametrize("route", list(PAGES))
+@pytest.mark.parametrize("route", list(all_pages()))
 def test_a_page_shows_the_models_own_numbers_after_n_steps(server, page, route, shots):
-    spec = PAGES[route]
+    spec = all_pages()[route]
     _open(page, server, route)
     _press(page, "seed", "ArrowRight")  # seed 0 -> 1
     _reset_and_step(page, STEPS)

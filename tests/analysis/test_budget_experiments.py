@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import privgames
-from privgames.analysis.budget import TABLES
+from privgames.analysis.budget.experiments import TABLES
 from privgames.analysis.cli import main
 
 

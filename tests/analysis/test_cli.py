@@ -49,17 +49,19 @@ def test_list_imports_no_environment_and_no_pandas():
 
 def test_get_imports_only_the_experiments_own_system():
     loaded = _modules_after("from privgames.analysis import experiments as e; e.get('sar-attack')")
-    assert "privgames.analysis.sar" in loaded
-    assert not {"privgames.analysis.bas", "privgames.analysis.apes", "privgames.analysis.budget",
-                "privgames.analysis.ppsp", "privgames.analysis.pricing"} & loaded
+    assert "privgames.analysis.sar.experiments" in loaded
+    others = {f"privgames.analysis.{game}.{part}" for game in ("bas", "apes", "budget", "ppsp",
+                                                              "pricing", "learning")
+              for part in ("experiments", "figures", "page")}
+    assert not others & loaded
 
 
 def test_catalogue_matches_what_the_modules_register():
     from privgames.analysis import experiments
 
     registered = experiments.all_experiments()
-    assert [e.name for e in registered] == list(experiments.CATALOGUE)
-    assert [e.description for e in registered] == [d for _, d in experiments.CATALOGUE.values()]
+    assert [e.name for e in registered] == list(experiments.catalogue())
+    assert [e.description for e in registered] == [d for _, d in experiments.catalogue().values()]
 
 
 def test_a_built_in_name_cannot_be_registered_from_elsewhere():
@@ -67,7 +69,8 @@ def test_a_built_in_name_cannot_be_registered_from_elsewhere():
 
     impostor = dataclasses.replace(experiments.get("bas-chain"), name="sar-attack",
                                    run_unit=lambda config, seed: None)
-    with pytest.raises(ValueError, match="built-in experiment of privgames.analysis.sar"):
+    with pytest.raises(ValueError,
+                       match="built-in experiment of privgames.analysis.sar.experiments"):
         experiments.register(impostor)
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import privgames
 from privgames.analysis import experiments
 from privgames.analysis.cli import main, parse_set
+from privgames.analysis.results import UNEXPLAINED
 from privgames.environments.config import ConfigError
 
 TIME_LIMIT = 60
@@ -191,9 +192,38 @@ def test_summaries_are_standard_json_and_keep_their_infinities(tmp_path):
         raise ValueError(f"{constant} is not JSON")
 
     strict = json.loads(text, parse_constant=refuse)
-    assert strict["a"] is None and strict["non_finite"] == {"a": "inf", "b.c[1]": "-inf"}
+    assert strict["a"] is None and strict["non_finite"] == {
+        "a": {"value": "inf", "reason": UNEXPLAINED},
+        "b.c[1]": {"value": "-inf", "reason": UNEXPLAINED}}
     back = read_json(tmp_path / "s.json")
     assert back == {"a": float("inf"), "b": {"c": [1.0, float("-inf")]}, "d": None, "e": 2}
+    write_json(data, tmp_path / "r.json", reasons={"c": "why c", "e": "why e"})
+    strict = json.loads((tmp_path / "r.json").read_text(), parse_constant=refuse)
+    assert strict["non_finite"]["b.c[1]"]["reason"] == "why c"  # the innermost named part
+    assert strict["non_finite"]["a"]["reason"] == UNEXPLAINED
+
+
+def test_parquet_infinities_are_named_with_their_reasons(tmp_path):
+    """Issue 32: an infinity in a Parquet file comes with its reason (schema metadata), by
+    metric in a tidy frame's ``value`` column, by column elsewhere; a NaN is stored as null."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from privgames.analysis.results import parquet_infinities, read_parquet, write_parquet
+
+    inf = float("inf")
+    frame = pd.DataFrame({"metric": ["sigma", "sigma", "mse", "mse"],
+                          "value": [inf, 1.0, -inf, float("nan")],
+                          "round": [1.0, inf, float("nan"), 2.0]})
+    write_parquet(frame, tmp_path / "r.parquet", {"sigma": "opted out"})
+    assert parquet_infinities(tmp_path / "r.parquet") == {
+        "sigma": {"count": 1, "reason": "opted out"},
+        "mse": {"count": 1, "reason": UNEXPLAINED},
+        "round": {"count": 1, "reason": UNEXPLAINED}}
+    assert pq.read_table(tmp_path / "r.parquet").column("value").null_count == 1
+    pd.testing.assert_frame_equal(read_parquet(tmp_path / "r.parquet"), frame)
+    write_parquet(frame.iloc[[3]], tmp_path / "f.parquet")  # a NaN is no infinity
+    assert parquet_infinities(tmp_path / "f.parquet") == {}
 
 
 def test_a_rare_type_gets_its_cost_scale(tmp_path, capsys):

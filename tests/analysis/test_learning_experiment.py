@@ -11,7 +11,7 @@ import pytest
 
 from privgames.analysis.cli import main
 from privgames.analysis.experiments import get
-from privgames.analysis.learning import learning_claims, reached_shares
+from privgames.analysis.learning.experiments import learning_claims, reached_shares
 
 
 def _run(capsys, tmp_path, *sets):
@@ -161,7 +161,7 @@ def test_the_figure_has_a_row_per_game_feedback_groups_symlog_regret_and_basins(
     after the full-information ones; the basins panel's bars sum to one per learner."""
     import pandas as pd
 
-    from privgames.analysis.plots import learning_dynamics
+    from privgames.analysis.learning.figures import learning_dynamics
 
     _run(capsys, tmp_path, "game=[\"bas\", \"sar\"]",
          "learner=[\"exp3\", \"hedge\", \"best_response\"]")

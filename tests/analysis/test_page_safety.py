@@ -141,9 +141,9 @@ def test_no_token_still_checks_host_and_origin():
 
 def test_the_kmeans_page_opens_no_path_it_does_not_offer(tmp_path, monkeypatch):
     from privgames.analysis.page_server import DATA_ENV
-    from privgames.analysis.pages import PAGES, PageModel
+    from privgames.analysis.pages import PageModel, all_pages
 
-    page = PAGES["kmeans"]
+    page = all_pages()["kmeans"]
     offered = page.model_params()["data"]
     assert offered["type"] == "Select" and offered["values"] == ["unbalance", "birch3"]
     refused = PageModel.of(page)(**{**page.defaults(), "data": "/etc/passwd"})

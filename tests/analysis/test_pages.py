@@ -9,11 +9,11 @@ import io
 import numpy as np
 import pytest
 
-from privgames.analysis.pages import PAGES, PageModel, format_reading
+from privgames.analysis.pages import PageModel, all_pages, format_reading
 from privgames.environments.config import ConfigError
 from privgames.environments.sar import SARConfig
 
-ROUTES = list(PAGES)
+ROUTES = list(all_pages())
 
 
 def _values(page, **changes):
@@ -25,7 +25,7 @@ def _values(page, **changes):
 def test_every_input_s_ends_are_accepted_by_the_config(route):
     """A slider's ends, every select's choices and a checkbox's two values build a config
     (nothing the page offers is refused for that parameter's own range)."""
-    page = PAGES[route]
+    page = all_pages()[route]
     for name, spec in page.model_params().items():
         if name == "seed":
             continue
@@ -46,7 +46,7 @@ def test_every_input_s_ends_are_accepted_by_the_config(route):
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_a_page_model_steps_and_draws_from_its_first_round(route):
-    page = PAGES[route]
+    page = all_pages()[route]
     model = PageModel.of(page)(seed=3, **page.defaults())
     assert model.error is None
     for steps in (0, 2):
@@ -61,7 +61,7 @@ def test_a_page_model_steps_and_draws_from_its_first_round(route):
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_the_same_seed_gives_the_same_page_and_another_seed_another(route):
-    page = PAGES[route]
+    page = all_pages()[route]
 
     def shown(seed):
         model = PageModel.of(page)(seed=seed, **page.defaults())
@@ -76,7 +76,7 @@ def test_the_same_seed_gives_the_same_page_and_another_seed_another(route):
 
 
 def test_a_refused_value_leaves_the_config_s_message_and_stepping_does_nothing():
-    page = PAGES["bas"]
+    page = all_pages()["bas"]
     model = PageModel.of(page)(**{**page.defaults(), "K": 2, "subsequences": 5})
     assert model.env is None and not model.running
     assert model.error.startswith("subsequences=5 is out of range")
@@ -85,7 +85,7 @@ def test_a_refused_value_leaves_the_config_s_message_and_stepping_does_nothing()
 
 
 def test_text_inputs_take_json():
-    page = PAGES["ppsp"]
+    page = all_pages()["ppsp"]
     model = PageModel.of(page)(**{**page.defaults(), "leave_node": "4", "join_at": "null"})
     assert model.env.config.leave_node == 4 and model.env.config.join_at is None
 
@@ -96,7 +96,7 @@ def test_every_page_builds_at_its_inputs_lower_ends():
     The upper ends build the largest models; the browser tests and bench_pages step them."""
     import re
 
-    for page in PAGES.values():
+    for page in all_pages().values():
         for name, spec in page.model_params().items():
             if name == "seed" or spec["type"] not in ("SliderInt", "SliderFloat"):
                 continue
@@ -110,7 +110,7 @@ def test_every_page_builds_at_its_inputs_lower_ends():
 def test_the_asynchronous_ring_is_reachable_from_the_page():
     """leave_at and join_at may be none (the config's default): the page offers them as text
     that takes null, so protocol=async (which refuses events) can be chosen and runs."""
-    page = PAGES["ppsp"]
+    page = all_pages()["ppsp"]
     params = page.model_params()
     for name in ("leave_at", "join_at"):
         assert params[name]["type"] == "InputText" and "null" in params[name]["label"]
@@ -123,7 +123,7 @@ def test_the_asynchronous_ring_is_reachable_from_the_page():
 
 def test_the_pricing_page_draws_clients_who_opt_out():
     """Under the MLE rule without prices clients free-ride: the page keeps them visible."""
-    page = PAGES["pricing"]
+    page = all_pages()["pricing"]
     model = PageModel.of(page)(**{**page.defaults(), "N": 6, "rounds": 300})
     while model.running:
         model.step()
@@ -138,7 +138,7 @@ def test_the_pricing_page_draws_clients_who_opt_out():
 def test_the_learning_page_draws_each_client_row_under_incomplete_information():
     """pricing-bayes on the learning page: a client's two rows (2N agents), each action drawn
     as its report and noise on the axis."""
-    page = PAGES["learning"]
+    page = all_pages()["learning"]
     model = PageModel.of(page)(**{**page.defaults(), "game": "pricing-bayes", "agents": 4,
                                   "learner": "regret_matching"})
     assert model.error is None
@@ -153,7 +153,7 @@ def test_the_learning_page_draws_each_client_row_under_incomplete_information():
 def test_the_learning_page_draws_the_sequential_chain_on_its_path():
     """bas-sequential: one point per user in chain order (not per follower and state), each
     the reply on the path of the last iterate, beside Theorem 1's reply at the same state."""
-    page = PAGES["learning"]
+    page = all_pages()["learning"]
     model = PageModel.of(page)(**{**page.defaults(), "game": "bas-sequential", "agents": 5,
                                   "learner": "best_response", "grid_points": 9})
     for _ in range(3):
@@ -172,7 +172,7 @@ def test_the_learning_page_draws_the_sequential_chain_on_its_path():
 def test_the_sar_page_judges_attacks_at_the_users_still_taking_part():
     """Eq (31)/(32) depend on the participants' count: once users opt out, the page's theory
     is the config's prediction at that count, not at the configured K."""
-    page = PAGES["sar"]
+    page = all_pages()["sar"]
     model = PageModel.of(page)(**{**page.defaults(), "p": 0.2, "min_observations": 5})
     while model.running and model.env.round_stats.get("participants", 30) == 30:
         model.step()
@@ -185,7 +185,7 @@ def test_the_sar_page_judges_attacks_at_the_users_still_taking_part():
 def test_a_sar_run_whose_users_left_says_it_ended_and_stops():
     """Issue 30: with the strong attacker everyone but a few users leaves within rounds; the
     page must not keep showing the last attacked round's chains, nor keep stepping."""
-    page = PAGES["sar"]
+    page = all_pages()["sar"]
     model = PageModel.of(page)(**{**page.defaults(), "attacker": "strong"})
     for _ in range(page.fixed.get("rounds", 100)):
         if not model.running:
@@ -202,6 +202,6 @@ def test_a_sar_run_whose_users_left_says_it_ended_and_stops():
 
 def test_the_command_line_knows_every_page():
     """``privgames viz`` lists the pages without importing them: the lists must agree."""
-    from privgames.analysis.cli import PAGE_ROUTES
+    from privgames.analysis.experiments import page_routes
 
-    assert PAGE_ROUTES == tuple(PAGES)
+    assert page_routes() == tuple(all_pages())

@@ -24,7 +24,7 @@ def test_pricing_fl_contract(tmp_path, capsys):
 
 
 def test_opted_out_clients_are_named_infinities_in_standard_json(tmp_path):
-    from privgames.analysis.results import read_json
+    from privgames.analysis.results import parquet_infinities, read_json
 
     s = privgames.run("pricing-fl", seed=0, workers=0, out=tmp_path, populations=1).summary
     assert s["learned_sigma"].count(float("inf")) == len(s["learned_sigma"]) - 1
@@ -34,7 +34,11 @@ def test_opted_out_clients_are_named_infinities_in_standard_json(tmp_path):
     opted = [k for k, v in json.loads(text)["non_finite"].items()
              if k.startswith("learned_sigma[")]
     assert len(opted) == len(s["learned_sigma"]) - 1
+    reasons = {json.loads(text)["non_finite"][k]["reason"] for k in opted}
+    assert len(reasons) == 1 and "opts out" in reasons.pop()
     assert read_json(path)["learned_sigma"] == s["learned_sigma"]
+    rows = parquet_infinities(tmp_path / "pricing-fl.parquet")
+    assert "opts out" in rows["sigma"]["reason"] and rows["sigma"]["count"] > 0
 
 
 def test_mle_verdicts_name_the_errata():

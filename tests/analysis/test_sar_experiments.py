@@ -54,7 +54,7 @@ def test_a_rare_event_seen_zero_times_is_judged_by_its_binomial_error():
     """Rates against the theory in standard errors: at p = 1e-4 over 20,000 slices, zero
     successes (measured SE 0) is sqrt(2) binomial SEs from the prediction, not infinitely far;
     a rate measured with no spread where the theory says 0 is infinitely far; equal is 0."""
-    from privgames.analysis.sar import _rate_z
+    from privgames.analysis.sar.experiments import _rate_z
 
     z = _rate_z(pd.Series([0.0, 0.5, 0.0, 0.31]), pd.Series([1e-4, 0.0, 0.0, 0.3]),
                 pd.Series([0.0, 0.0, 0.0, 0.005]), pd.Series([20_000.0, 100.0, 100.0, 100.0]))

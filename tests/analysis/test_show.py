@@ -13,7 +13,7 @@ from privgames.analysis.parameters import describe, meanings
 from privgames.environments.config import ConfigError
 from privgames.environments.pricing_fl import PricingConfig
 
-EXPERIMENTS = list(experiments.CATALOGUE)
+EXPERIMENTS = list(experiments.catalogue())
 
 
 def _row(out: str, name: str) -> str:

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from privgames.analysis import apes, bas, budget, ppsp, pricing, sar
+from privgames.analysis.apes import experiments as apes
+from privgames.analysis.bas import experiments as bas
+from privgames.analysis.budget import experiments as budget
 from privgames.analysis.claims import gaussian_epsilon_claim
+from privgames.analysis.ppsp import experiments as ppsp
+from privgames.analysis.pricing import experiments as pricing
+from privgames.analysis.sar import experiments as sar
 
 
 def _verdicts(claims, needle):
@@ -142,7 +147,7 @@ def test_a_printed_table_for_another_budget_is_not_judged():
 def test_one_rule_compares_nothing_and_says_so():
     """``pricing-training`` with one aggregation rule judged "MLE trains no worse than the
     mean" as holding with nothing compared; it is not applicable there."""
-    from privgames.analysis.pricing import training_claims
+    from privgames.analysis.pricing.experiments import training_claims
 
     claim = training_claims({"mle_no_worse_than_mean": None, "gap_within_bound": True})[0]
     assert claim.verdict()[0] == "not applicable" and "one aggregation rule" in claim.verdict()[1]

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from privgames.agents.learners import make_grid_learner
-from privgames.analysis.learning import learning_unit
+from privgames.analysis.learning.experiments import learning_unit
 from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 from privgames.mechanisms import chain, pricing
 from privgames.mechanisms.learning_games import relative_gain

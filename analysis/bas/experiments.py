@@ -24,6 +24,9 @@ from privgames.mechanisms.chain import (
     user_costs,
 )
 
+#: Where this game's figures are drawn (imported when a figure is drawn).
+FIGURES = f"{__package__}.figures"
+
 #: The profiles compared: learned, and the theory's three (``BASChainModel.profiles``).
 METHODS = ("chained", "nash", "ldp", "optimum")
 LABELS = {"chained": "learned Chained-DP", "nash": "Theorem 1 NE", "ldp": "LDP (eq 26)",
@@ -261,7 +264,7 @@ BAS_CHAIN = register(Experiment(
     defaults={"replications": 1000},
     paper={"sampling": "chi-square", "replications": 10000, "populations": 20},
     populations=4,
-    plot=figure("convergence"),
+    plot=figure(FIGURES, "convergence"),
     source="chained-dp-bas-sar",
     claims=chain_claims,
 ))
@@ -280,7 +283,7 @@ register(Experiment(
     defaults={"replications": 300, "rounds": 5},
     paper={"sampling": "chi-square", "d": list(range(2, 101, 7)), "replications": 5000,
            "populations": 20},
-    plot=figure("methods_vs", "d", ("mse", "epsilon")),
+    plot=figure(FIGURES, "methods_vs", "d", ("mse", "epsilon")),
     **_FIGURE,
 ))
 
@@ -293,7 +296,7 @@ register(Experiment(
     paper={"sampling": "chi-square",
            "beta_max": [round(0.1 * i, 1) for i in range(1, 14)], "replications": 5000,
            "populations": 20},
-    plot=figure("methods_vs", "beta_max", ("mse", "mean_cost")),
+    plot=figure(FIGURES, "methods_vs", "beta_max", ("mse", "mean_cost")),
     **_FIGURE,
 ))
 
@@ -306,7 +309,7 @@ register(Experiment(
     paper={"sampling": "chi-square", "subsequences": [1, 2, 4, 5, 10, 20, 25, 50, 100],
            "replications": 5000,
            "populations": 20},
-    plot=figure("methods_vs", "subsequences", ("mse",), style="split"),
+    plot=figure(FIGURES, "methods_vs", "subsequences", ("mse",), style="split"),
     **_FIGURE,
 ))
 
@@ -319,7 +322,7 @@ register(Experiment(
     paper={"sampling": "chi-square", "K": [3, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100],
            "replications": 5000,
            "populations": 20},
-    plot=figure("methods_vs", "K", ("mse",)),
+    plot=figure(FIGURES, "methods_vs", "K", ("mse",)),
     **_FIGURE,
 ))
 
@@ -331,7 +334,7 @@ register(Experiment(
     defaults={"K": 8, "rounds": 8, "replications": 1, "prior": "bids"},
     paper={"K": 10, "populations": 50},
     populations=4,
-    plot=figure("properties"),
+    plot=figure(FIGURES, "properties"),
     source="chained-dp-bas-sar",
     claims=properties_claims,
 ))

@@ -14,6 +14,9 @@ from privgames.analysis.claims import Claim
 from privgames.analysis.experiments import Experiment, figure, register
 from privgames.environments.learning_dynamics import LearningConfig, make_learning_model
 
+#: Where this game's figures are drawn (imported when a figure is drawn).
+FIGURES = f"{__package__}.figures"
+
 #: Per-round metrics kept in the rows (at most ``TRACE_POINTS`` rounds, log-spaced).
 TRACE = ("distance", "nash_gap", "nash_gap_relative", "max_average_regret", "cce_gap",
          "regret_bound", "social_cost", "average_social_cost")
@@ -201,6 +204,10 @@ def _reached(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{k} x{v}" for k, v in counts.items())
 
 
+#: The grid actions whose cost is infinite.
+_INFINITE_ACTIONS = ("BAS's zero noise has an unbounded privacy cost; pricing's opt-out is "
+                     "infinitely penalised with prices")
+
 register(Experiment(
     name="learning-dynamics",
     config_type=LearningConfig,
@@ -214,8 +221,15 @@ register(Experiment(
     defaults={"rounds": 500},
     paper={"rounds": 2000, "populations": 4, "starts": 3},
     populations=2,
-    plot=figure("learning_dynamics"),
+    plot=figure(FIGURES, "learning_dynamics"),
     claims=learning_claims,
+    infinite={**dict.fromkeys(("max_average_regret_game_units", "cce_gap_game_units"),
+                              "in the game's own units, play met an action of infinite cost "
+                              f"({_INFINITE_ACTIONS}); the learner-units values are finite"),
+              **dict.fromkeys(("nash_gap", "nash_gap_relative", "subgame_gap_relative",
+                               "social_cost"),
+                              "the profile holds an action of infinite cost "
+                              f"({_INFINITE_ACTIONS})")},
     table_caption="Per game and learner: the last iterate's distance to the predicted "
                   "profile, the largest average regret beside its bound, the CCE gap, whether "
                   "play converged and to what.",

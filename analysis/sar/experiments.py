@@ -16,6 +16,9 @@ from privgames.environments.sar import SARConfig, SARModel, sar_epsilon, simulat
 from privgames.environments.streams import generator
 from privgames.mechanisms.sar import colluder_threshold
 
+#: Where this game's figures are drawn (imported when a figure is drawn).
+FIGURES = f"{__package__}.figures"
+
 #: The measured rates and what the theory (``SARConfig.predicted``) calls them.
 RATES = {"success_rate": "failure_probability", "exposed_fraction": "exposed_fraction",
          "whole_vector_exposure": "whole_vector_exposure"}
@@ -201,7 +204,7 @@ register(Experiment(
     name="sar-attack",
     summarize=attack_summary([]),
     claims=attack_claims,
-    plot=figure("attack"),
+    plot=figure(FIGURES, "attack"),
     defaults={"trials": 25_000},
     paper={"trials": 250_000},
     populations=4,
@@ -216,7 +219,7 @@ register(Experiment(
     defaults={"trials": 5_000, "d": 1},
     paper={"trials": 100_000, "K": [3, 5, 10, 20, 50, 100]},
     populations=2,
-    plot=figure("measured_vs_predicted", "p", "success_rate", hue="K"),
+    plot=figure(FIGURES, "measured_vs_predicted", "p", "success_rate", hue="K"),
     **_ATTACK,
 ))
 
@@ -228,7 +231,7 @@ register(Experiment(
     defaults={"trials": 5_000, "d": 20, "K": 10, "p": 0.4},
     paper={"trials": 100_000, "N": [1, 2, 4, 5, 10, 20]},
     populations=2,
-    plot=figure("measured_vs_predicted", "N", "whole_vector_exposure"),
+    plot=figure(FIGURES, "measured_vs_predicted", "N", "whole_vector_exposure"),
     **_ATTACK,
 ))
 
@@ -245,7 +248,7 @@ register(Experiment(
     defaults={"trials": 10_000, "d": 1},
     paper={"K": list(range(3, 101)), "trials": 200_000},
     populations=2,
-    plot=figure("thresholds"),
+    plot=figure(FIGURES, "thresholds"),
 ))
 
 register(Experiment(
@@ -261,5 +264,5 @@ register(Experiment(
     defaults={"K": 20, "N": 5, "d": 10, "rounds": 30},
     paper={"K": 50, "rounds": 200, "populations": 20},
     populations=3,
-    plot=figure("participation"),
+    plot=figure(FIGURES, "participation"),
 ))

@@ -24,6 +24,9 @@ from privgames.environments.ppsp_ring import (
 from privgames.environments.streams import generator, spawn
 from privgames.mechanisms import ppsp
 
+#: Where this game's figures are drawn (imported when a figure is drawn).
+FIGURES = f"{__package__}.figures"
+
 #: Trajectories keep about this many steps.
 TRAJECTORY_POINTS = 300
 
@@ -306,7 +309,7 @@ register(Experiment(
     defaults={"K": 500, "c": 100.0, "replications": 50},
     paper={"K": 5000, "replications": 200},
     populations=4,
-    plot=figure("ring_error"),
+    plot=figure(FIGURES, "ring_error"),
     source="ppsp-ring-summation",
     claims=ring_claims,
 ))
@@ -320,7 +323,7 @@ register(Experiment(
               "leave_at": 2000, "join_at": 4000, "replications": 20},
     paper={"replications": 200},
     populations=2,
-    plot=figure("example2"),
+    plot=figure(FIGURES, "example2"),
     source="ppsp-ring-summation",
     claims=ring_claims,
 ))
@@ -334,7 +337,7 @@ register(Experiment(
     defaults={"n": 5, "c": 200.0, "phi": 0.95, "replications": 400},
     paper={"K": [5, 10, 20, 50, 100, 200, 500], "replications": 4000},
     populations=2,
-    plot=figure("theory_vs_measured", "K", "epsilon", "max_privacy_loss"),
+    plot=figure(FIGURES, "theory_vs_measured", "K", "epsilon", "max_privacy_loss"),
     **_ATTACKS,
 ))
 
@@ -347,7 +350,7 @@ register(Experiment(
     defaults={"n": 5, "K": 30, "replications": 400},
     paper={"c": [1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0], "replications": 4000},
     populations=2,
-    plot=figure("theory_vs_measured", "c", "accuracy_bound", "accuracy",
+    plot=figure(FIGURES, "theory_vs_measured", "c", "accuracy_bound", "accuracy",
                 yscale="linear"),
     **_ATTACKS,
 ))
@@ -359,7 +362,7 @@ register(Experiment(
     summarize=tradeoff_summary,
     grid={"gamma_p": [0.01, 0.1, 1.0, 10.0, 100.0], "K": [10, 100, 1000]},
     populations=1,
-    plot=figure("tradeoff"),
+    plot=figure(FIGURES, "tradeoff"),
     source="ppsp-ring-summation",
     claims=tradeoff_claims,
     table_caption="Per gamma_p and K: c from Theorem 4's cubic, c from numerical minimisation "
@@ -374,7 +377,7 @@ register(Experiment(
     grid={"weighting": ["equal", "unequal"]},
     paper={"n": 100, "rounds": 30, "populations": 20},
     populations=4,
-    plot=figure("learned_c"),
+    plot=figure(FIGURES, "learned_c"),
     source="ppsp-ring-summation",
     claims=learning_claims,
 ))

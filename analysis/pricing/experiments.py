@@ -25,6 +25,9 @@ from privgames.mechanisms.pricing_bayes import (
 )
 from privgames.mechanisms.pricing_bayes import deviation_gains as gains_at
 
+#: Where this game's figures are drawn (imported when a figure is drawn).
+FIGURES = f"{__package__}.figures"
+
 #: Largest N whose per-round, per-client noise goes into the rows (the traces).
 TRACE_LIMIT = 200
 #: Profiles reported per client: learned, and the theory's three.
@@ -242,14 +245,22 @@ def poa_claims(s: Mapping[str, Any]) -> list[Claim]:
                   s["poa_increasing_mean"], kind="true")]
 
 
+_OPTED_OUT = ("sigma = inf is a client that opts out: it sends no update (the MLE rule lets "
+              "it, Proposition 2)")
+_ACROSS_OPT_OUT = ("between a profile where a client opts out (sigma = inf) and one where it "
+                   "takes part")
 _PRICING = {"config_type": PricingConfig, "run_unit": pricing_unit,
-            "source": "pricing-fl-noise"}
+            "source": "pricing-fl-noise",
+            "infinite": {**dict.fromkeys(("sigma", "sigma_path", "learned_sigma",
+                                          "optimal_sigma"), _OPTED_OUT),
+                         **dict.fromkeys(("distance", "final_distance", "max_final_distance",
+                                          "change"), _ACROSS_OPT_OUT)}}
 
 register(Experiment(
     name="pricing-fl",
     summarize=pricing_summary,
     claims=pricing_claims,
-    plot=figure("pricing_trace"),
+    plot=figure(FIGURES, "pricing_trace"),
     defaults={"N": 10, "rounds": 100},
     paper={"N": 100, "rounds": 200, "populations": 20},
     populations=4,
@@ -260,7 +271,7 @@ register(Experiment(
     name="pricing-fig1",
     summarize=fig1_summary,
     claims=fig1_claims,
-    plot=figure("pricing_fig1"),
+    plot=figure(FIGURES, "pricing_fig1"),
     grid={"alpha_std": [0.0, 0.1, 0.2, 0.3], "pricing": [False, True],
           "aggregation": ["mle", "mean"]},
     defaults={"N": 20, "rounds": 80, "replications": 200},
@@ -277,7 +288,7 @@ register(Experiment(
     name="pricing-poa",
     summarize=poa_summary,
     claims=poa_claims,
-    plot=figure("pricing_poa"),
+    plot=figure(FIGURES, "pricing_poa"),
     grid={"N": [2, 5, 10, 50, 200, 1000], "aggregation": ["mean"]},
     defaults={"alpha_std": 0.0, "rounds": 80, "replications": 10, "update": "simultaneous"},
     paper={"N": [2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000]},
@@ -394,7 +405,7 @@ register(Experiment(
     name="pricing-bne",
     summarize=bne_summary,
     claims=bne_claims,
-    plot=figure("pricing_bne"),
+    plot=figure(FIGURES, "pricing_bne"),
     grid={"eta": [0.2, 0.5, 0.8], "alpha_L": [0.1, 0.25], "alpha_H": [0.5, 0.75]},
     defaults={"N": 20},
     paper={"N": 100, "eta": [0.1, 0.3, 0.5, 0.7, 0.9], "alpha_L": [0.05, 0.15, 0.25],
@@ -411,7 +422,7 @@ register(Experiment(
     name="pricing-fig2",
     summarize=fig2_summary,
     claims=fig2_claims,
-    plot=figure("pricing_fig2"),
+    plot=figure(FIGURES, "pricing_fig2"),
     grid={"eta": [0.1, 0.3, 0.5, 0.7, 0.9]},
     defaults={"N": 20},
     paper={"N": 100, "eta": [round(0.1 * k, 1) for k in range(1, 10)]},
@@ -485,7 +496,7 @@ register(Experiment(
     run_unit=training_unit,
     summarize=training_summary,
     claims=training_claims,
-    plot=figure("training_curves"),
+    plot=figure(FIGURES, "training_curves"),
     grid={"aggregation": ["mle", "mean"], "sigma_high": [0.01, 0.1, 0.3, 1.0]},
     defaults={"N": 10, "rounds": 30},
     paper={"N": 100, "rounds": 30, "populations": 5},

@@ -28,6 +28,9 @@ from privgames.mechanisms.shuffle import (
     personalized_budgets,
 )
 
+#: Where this game's figures are drawn (imported when a figure is drawn).
+FIGURES = f"{__package__}.figures"
+
 SOURCE = "apes-shuffle-clip-laplace"
 #: Table 3's central epsilons (Uniform2, n = 10,000, delta_s = 1e-8).
 TABLE3 = {"baseline": 0.069, "eon": 0.057}
@@ -94,13 +97,15 @@ def training_claims(s: Mapping[str, Any]) -> list[Claim]:
     return out
 
 
-_TRAINING = {"config_type": APESConfig, "run_unit": training_unit, "source": SOURCE}
+_NON_PRIVATE = "the Non-Private framework adds no noise: its privacy loss is unbounded"
+_TRAINING = {"config_type": APESConfig, "run_unit": training_unit, "source": SOURCE,
+             "infinite": dict.fromkeys(("eps_central", "eps_user_central"), _NON_PRIVATE)}
 
 register(Experiment(
     name="apes",
     summarize=training_summary,
     claims=training_claims,
-    plot=figure("apes_training"),
+    plot=figure(FIGURES, "apes_training"),
     grid={"framework": ["non-private", "ldp-min", "pldp", "unis", "apes", "s-apes"]},
     paper={"n": 10_000, "populations": 3},
     populations=2,
@@ -139,7 +144,7 @@ register(Experiment(
     name="apes-clip",
     summarize=sweep_summary,
     claims=clip_claims,
-    plot=figure("apes_sweep", "C", "clip bound C", True),
+    plot=figure(FIGURES, "apes_sweep", "C", "clip bound C", True),
     grid={"C": [0.02, 0.1, 0.5, 1.0], "framework": ["apes", "unis"]},
     paper={"n": 10_000, "C": [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0], "populations": 3},
     populations=1,
@@ -162,7 +167,7 @@ register(Experiment(
     name="apes-sparsify",
     summarize=sweep_summary,
     claims=sparsify_claims,
-    plot=figure("apes_sweep", "b_ratio", "sparsification ratio b/d", False),
+    plot=figure(FIGURES, "apes_sweep", "b_ratio", "sparsification ratio b/d", False),
     grid={"b_ratio": [0.05, 0.1, 0.2], "sparsify": ["post", "random"]},
     defaults={"framework": "s-apes"},
     paper={"n": 10_000, "b_ratio": [0.02, 0.05, 0.1, 0.15, 0.2], "populations": 3},
@@ -256,7 +261,7 @@ register(Experiment(
     run_unit=bounds_unit,
     summarize=bounds_summary,
     claims=bounds_claims,
-    plot=figure("apes_bounds"),
+    plot=figure(FIGURES, "apes_bounds"),
     grid={"n": [1_000, 10_000, 100_000], "distribution": ["uniform1", "uniform2", "gauss2",
                                                          "mixgauss2"]},
     paper={"n": [1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000],
@@ -310,7 +315,7 @@ register(Experiment(
     run_unit=audit_unit,
     summarize=audit_summary,
     claims=audit_claims,
-    plot=figure("apes_audit"),
+    plot=figure(FIGURES, "apes_audit"),
     grid={"n": [10, 100, 1000]},
     defaults={"trials": 50_000},
     paper={"trials": 1_000_000},

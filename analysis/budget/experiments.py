@@ -36,6 +36,9 @@ from privgames.mechanisms.budget import (
     us_bounds,
 )
 
+#: Where this game's figures are drawn (imported when a figure is drawn).
+FIGURES = f"{__package__}.figures"
+
 SOURCE = "budget-allocation-series"
 
 # --- Table 2 -------------------------------------------------------------------------------------
@@ -111,7 +114,7 @@ register(Experiment(
     run_unit=noise_unit,
     summarize=noise_summary,
     claims=noise_claims,
-    plot=figure("budget_noise"),
+    plot=figure(FIGURES, "budget_noise"),
     grid={"strategy": ["avg", "geo", "bl-taylor", "ac-geo", "ac-bl-taylor"], "N": [20, 50, 100]},
     defaults={"U_s": [[20, 30.0], [50, 95.0], [100, 200.0]], "rounds": 100},
     paper={"populations": 40},
@@ -226,7 +229,7 @@ register(Experiment(
     run_unit=bounds_unit,
     summarize=bounds_summary,
     claims=bounds_claims,
-    plot=figure("budget_us_bounds"),
+    plot=figure(FIGURES, "budget_us_bounds"),
     grid={"table": [3, 4, 5]},
     populations=1,
     source=SOURCE,
@@ -306,7 +309,7 @@ register(Experiment(
     run_unit=kmeans_unit,
     summarize=kmeans_summary,
     claims=kmeans_claims,
-    plot=figure("budget_kmeans"),
+    plot=figure(FIGURES, "budget_kmeans"),
     grid={"method": ["avg", "geo", "flip-geo", "ac-geo", "ac-flip-geo", "bisection", "cormode",
                      "bl-taylor", "flip-taylor", "flip-geo/perturb", "flip-geo/noisy-n"],
           "iterations": [2, 5, 8, 11, 14]},
@@ -369,7 +372,7 @@ register(Experiment(
     run_unit=collusion_unit,
     summarize=collusion_summary,
     claims=collusion_claims,
-    plot=figure("budget_collusion"),
+    plot=figure(FIGURES, "budget_collusion"),
     grid={"method": ["avg", "geo", "geo/random", "geo/perturb", "geo/noisy-n", "flip-geo",
                      "flip-geo/random", "flip-geo/perturb", "flip-geo/noisy-n", "bl-taylor",
                      "bl-taylor/random", "bl-taylor/perturb", "bl-taylor/noisy-n"]},
@@ -451,7 +454,7 @@ register(Experiment(
     run_unit=analysts_unit,
     summarize=analysts_summary,
     claims=analysts_claims,
-    plot=figure("budget_analysts"),
+    plot=figure(FIGURES, "budget_analysts"),
     grid={"task": ["sum", "kmeans"]},
     defaults={"strategies": ["avg", "geo", "bl-taylor", "ac-geo", "ac-bl-taylor", "flip-geo",
                              "bisection"], "rounds": 600},

@@ -1,0 +1,27 @@
+"""APES/S-APES (apes-shuffle-clip-laplace.txt): Clip-Laplace, shuffling, amplification.
+
+``experiments`` registers its experiments, ``figures`` draws them, ``page`` is its page; this
+file only names the experiments (read by ``privgames list`` without importing them).
+"""
+
+#: The route of its page (``privgames viz apes``; ``page.PAGE``).
+PAGE = "apes"
+
+#: The experiments ``experiments`` registers: name -> one line for ``privgames list``.
+EXPERIMENTS = {
+    "apes": (
+        "Personalized-LDP federated logistic regression (digits, d = 650): "
+        "Non-Private, LDP-Min, PLDP, UniS, APES, S-APES; accuracy and every epsilon "
+        "(the Table 3 analogue)"),
+    "apes-clip": "Fig 3(a): accuracy vs the clip bound C, Clip-Laplace (APES) vs Laplace (UniS)",
+    "apes-sparsify": (
+        "Fig 3(b): S-APES accuracy vs the sparsification ratio b/d, post- (top-b after "
+        "perturbation) vs random sparsification"),
+    "apes-bounds": (
+        "Fig 2(a): central epsilon vs n per budget distribution, the baseline (eq 2) "
+        "and EoN (Theorem 4) bounds closed and numerical, Erlingsson'19"),
+    "apes-audit": (
+        "Empirical audit: a distinguishing attack on one user's datum from the "
+        "shuffled Clip-Laplace reports, a Clopper-Pearson lower bound on the central "
+        "epsilon beside the EoN and baseline upper bounds"),
+}

@@ -1,0 +1,80 @@
+"""Learning dynamics (every paper's game), its page for ``privgames viz`` (a
+:class:`~privgames.analysis.pages.Page`): its agents drawn, its live measurement beside the
+theory, the numbers it shows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from matplotlib.figure import Figure
+
+#: A page's figure size (inches) and resolution: readable in a half-width panel.
+from privgames.analysis.pages import THEORY, Page, integer_x, new_figure, series
+from privgames.environments.learning_dynamics import LearningConfig, LearningModel
+
+
+# --- learning dynamics (the learners of issue 21) -----------------------------------------------
+def learning_agents(env: LearningModel) -> Figure:
+    """Each agent's current strategy (its most likely grid action) against the predicted
+    equilibrium's action, agents sorted by their type (under incomplete information: each
+    client's L row, then its H row; an action is a report and a noise)."""
+    fig, ax = new_figure()
+    g = env.game
+    mode, nash = env.last_iterate(), env.references[env.predicted_name]
+    if env.config.game == "bas-sequential":  # the users on the path, at the states they get
+        rows = g.path(mode)[0]
+        mode, nash = mode[rows], nash[rows]
+    index = lambda v: np.searchsorted(g.grid, v)  # noqa: E731 - the grid position of a value
+    x = np.arange(1, mode.size + 1)
+    ax.scatter(x, index(mode), c=index(mode), cmap="viridis", vmin=0, vmax=g.grid.size - 1,
+               s=50, edgecolors="black", linewidths=0.4, label=f"{env.config.learner}")
+    ax.scatter(x, index(nash), marker="_", s=200, color="black", label=env.predicted_name)
+    ticks = np.linspace(0, g.grid.size - 1, min(6, g.grid.size)).astype(int)
+    ax.set_yticks(ticks, [g.label(g.grid[t]) for t in ticks])
+    who, xlabel = f"{mode.size} agents", "agent"
+    if env.config.game == "pricing-bayes":  # rows: every client's L row, then its H row
+        ax.axvline(mode.size / 2 + 0.5, color="grey", linewidth=0.8)
+        who, xlabel = (f"{mode.size // 2} clients x 2 types",
+                       "client's row: type L (left), type H (right)")
+    elif env.config.game == "bas-sequential":
+        who, xlabel = (f"{mode.size} users", "user in chain order (leader first), its reply "
+                       "at the level it receives")
+    ax.set(xlabel=xlabel, ylabel="action (grid)",
+           title=f"{env.config.game}: {who}, round {env.steps}")
+    ax.legend(fontsize="small")
+    return fig
+
+
+def learning_measures(env: LearningModel) -> Figure:
+    fig, (ax, bx) = new_figure(2)
+    distance, regret = series(env, "distance"), series(env, "max_average_regret")
+    rounds = np.arange(1, distance.size + 1)
+    ax.plot(rounds, distance)
+    ax.axhline(0.0, **THEORY, label="NE")
+    ax.set(xlabel="round", ylabel="distance to the NE", title="last iterate")
+    ax.legend(fontsize="small")
+    bx.plot(rounds, regret, label="largest average regret")
+    bound = env.learner.regret_bound(env.config.rounds)
+    if bound is not None:
+        bx.plot(rounds, [env.learner.regret_bound(t) / t for t in rounds], **THEORY,
+                label="the learner's bound")
+    bx.set(xlabel="round", ylabel="average regret", title="regret against its bound")
+    bx.legend(fontsize="small")
+    integer_x(ax, bx)
+    return fig
+
+
+def learning_readings(env: LearningModel) -> dict[str, float]:
+    return {"rounds": env.steps, "distance to the NE": env.distance(),
+            "largest deviation gain (of own cost)": env.nash_gap_relative(),
+            "largest average regret": env.max_average_regret() if env.steps else math.nan,
+            "CCE gap": env.cce_gap() if env.steps else math.nan}
+
+
+PAGE = Page("learning", "Learning dynamics", LearningModel, LearningConfig,
+            ("game", "learner", "feedback", "start", "agents", "rounds", "grid_points",
+             "aggregation", "pricing"),
+            learning_agents, learning_measures, learning_readings,
+            fixed={"agents": 12, "rounds": 300},
+            display_max={"agents": 1000, "rounds": 5000, "grid_points": 101})
