@@ -19,7 +19,7 @@ import pandas as pd
 
 from privgames.analysis import experiments as registry
 from privgames.analysis import guard
-from privgames.analysis.results import to_json_value, write_json, write_parquet
+from privgames.analysis.results import to_json_value, write_json, write_parquet, write_with
 
 
 @dataclass
@@ -47,6 +47,19 @@ class Result:
         if self.experiment.plot is None:
             raise ValueError(f"experiment {self.experiment.name!r} has no figure")
         return self.experiment.plot(self.rows)
+
+    def save_figure(self, folder: str | Path) -> Path | None:
+        """Draw the figure into ``folder/NAME.png`` (atomically); ``None`` when the experiment
+        has none."""
+        if self.experiment.plot is None:
+            return None
+        import matplotlib.pyplot as plt
+
+        path = Path(folder) / f"{self.experiment.name}.png"
+        fig = self.plot()
+        write_with(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+        plt.close(fig)
+        return path
 
 
 def _arguments(seed: Any, workers: Any, scale: Any, out: Any, max_memory: Any,

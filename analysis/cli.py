@@ -260,13 +260,15 @@ def _main(argv: Sequence[str] | None) -> int:
                              address=_address(args.address), out=_output_folder(args.out),
                              scale=args.scale, progress=True, params=overrides,
                              **_budgets(args))
+            drawn = result.save_figure(args.out)
             if args.json:
                 from privgames.analysis.results import json_text
 
                 print(json_text(result.summary, indent=None,
                                 reasons=result.experiment.infinite))
             else:
-                print(f"wrote {args.out / (args.name + '.parquet')} and the summary beside it")
+                print(f"wrote {args.out / (args.name + '.parquet')}, the summary"
+                      + ("" if drawn is None else f" and the figure {drawn.name}") + " beside it")
         elif args.command == "show":
             from privgames.analysis.parameters import show
 

@@ -18,15 +18,14 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from privgames.environments.config import ConfigError, check_int
-from privgames.environments.streams import spawn
 
-if TYPE_CHECKING:  # pandas is imported by the runners, not by ``privgames list``
+if TYPE_CHECKING:  # numpy and pandas are imported by the runners, not by ``privgames list``
+    import numpy as np
     import pandas as pd
 
-Unit = tuple[dict[str, Any], np.random.SeedSequence]
+Unit = tuple[dict[str, Any], "np.random.SeedSequence"]
+
 #: The game families: each is a package ``privgames.analysis.<game>`` whose ``__init__`` names
 #: its experiments (``EXPERIMENTS``: name -> one line) and imports nothing, whose ``experiments``
 #: module registers them, ``figures`` draws them and ``page`` is its page. A new game is one
@@ -162,6 +161,8 @@ class Experiment:
         """Every (grid point, population) with its own seed, in a fixed order."""
         pairs = [({**point, "population": p}, point)
                  for point in self.points(params) for p in range(params["populations"])]
+        from privgames.environments.streams import spawn
+
         seeds = spawn(seed, len(pairs))
         return [(label, s) for (label, _), s in zip(pairs, seeds, strict=True)]
 

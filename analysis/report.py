@@ -24,9 +24,7 @@ LEGEND = ("**holds**: equal within 3 standard errors (Monte-Carlo figures; the l
           "measurement satisfies, with its slack. **fails**: the measurement contradicts the "
           "printed claim; the erratum in `docs/errata.md` explains it. **not applicable**: the "
           "paper's reference does not apply to the run (another budget than the printed "
-          "table's), so nothing is judged. In `learning-dynamics` the "
-          "claims test our learners, not the papers: a failure there (play that does not "
-          "converge to the predicted profile) is a finding, reported with what was reached.")
+          "table's), so nothing is judged.")
 
 
 def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | str | None = "auto",
@@ -34,8 +32,6 @@ def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | str
               max_work: float | None = None, progress: bool = True) -> Path:
     """Run all registered experiments into ``out``; write figures, ``report.md`` and
     ``timings.json`` (each experiment's wall time in seconds, run and figure, and the total)."""
-    import matplotlib.pyplot as plt
-
     out = Path(out)
     sections, tally, seconds = [], [], {}
     for e in registry.all_experiments():
@@ -44,12 +40,8 @@ def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | str
                          scale=scale, progress=progress, max_memory=max_memory,
                          max_work=max_work)
         claims = result.claims()
-        figure = None
-        if e.plot is not None:
-            fig = result.plot()
-            figure = f"{e.name}.png"
-            fig.savefig(out / figure, dpi=110)
-            plt.close(fig)
+        drawn = result.save_figure(out)
+        figure = None if drawn is None else drawn.name
         seconds[e.name] = time.perf_counter() - start
         tally.append((e.source or "other", e.name, claims, seconds[e.name]))
         sections.append(_section(e, result.summary, claims, figure))

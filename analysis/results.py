@@ -7,7 +7,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,9 @@ def _umask() -> int:
     return mask
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Write through a temporary file in the same folder, fsync it, give it the permissions of
-    any new file (``0666 & ~umask``; ``mkstemp`` makes them private), then rename it."""
+def write_with(path: Path, write: Callable[[str], Any]) -> None:
+    """Write ``path`` atomically with ``write(tmp)``: through a temporary file in the same folder,
+    fsync it, give it the permissions of any new file (``0666 & ~umask``; ``mkstemp`` makes them private), then rename it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -84,7 +84,7 @@ def write_parquet(frame: pd.DataFrame, path: Path,
     if found:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                                PARQUET_KEY: json.dumps(found).encode()})
-    _atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+    write_with(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def parquet_infinities(path: Path) -> dict:
@@ -164,7 +164,7 @@ def write_json(data: dict, path: Path, reasons: Mapping[str, str] | None = None)
 
 def write_text(text: str, path: Path) -> None:
     """Write ``text`` to ``path``, atomically."""
-    _atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+    write_with(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def query(results_dir: Path, sql: str, *, max_rows: int | None = None,

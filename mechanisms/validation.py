@@ -11,8 +11,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # imported by check_grid: ``privgames list`` and a bad --set need no numpy
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,8 @@ def _interval(low: float, high: float | None, low_closed: bool, high_closed: boo
 def check_grid(grid: object) -> np.ndarray:
     """An action grid: a non-empty 1-d array of distinct numbers, each finite or ``inf`` (the
     opt-out, where a game has one: infinite noise), in increasing order."""
+    import numpy as np
+
     try:
         g = np.asarray(grid, dtype=float)
     except (TypeError, ValueError):

@@ -232,5 +232,7 @@ register(Experiment(
                               f"({_INFINITE_ACTIONS})")},
     table_caption="Per game and learner: the last iterate's distance to the predicted "
                   "profile, the largest average regret beside its bound, the CCE gap, whether "
-                  "play converged and to what.",
+                  "play converged and to what. These claims test our learners, not the "
+                  "papers: a failure (play that does not converge to the predicted profile) "
+                  "is a finding, reported with what was reached.",
 ))
