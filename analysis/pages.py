@@ -32,7 +32,8 @@ from privgames.environments.config import ConfigError
 #: A page's figure size (inches) and resolution: readable in a half-width panel.
 FIGSIZE, DPI = (6.4, 3.6), 80
 THEORY = dict(color="black", linestyle="--", linewidth=1.2)
-#: At most this many CSV files of ``--data DIR`` are offered on the kmeans page.
+
+
 @dataclass(frozen=True)
 class Page:
     """An environment as a page.

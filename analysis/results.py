@@ -22,8 +22,9 @@ def _umask() -> int:
 
 
 def write_with(path: Path, write: Callable[[str], Any]) -> None:
-    """Write ``path`` atomically with ``write(tmp)``: through a temporary file in the same folder,
-    fsync it, give it the permissions of any new file (``0666 & ~umask``; ``mkstemp`` makes them private), then rename it."""
+    """Write ``path`` atomically with ``write(tmp)``: through a temporary file in the same
+    folder, fsynced, given the permissions of any new file (``0666 & ~umask``; ``mkstemp``
+    makes them private), then renamed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -7,12 +7,10 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-#: A page's figure size (inches) and resolution: readable in a half-width panel.
 from privgames.analysis.pages import THEORY, Page, integer_x, new_figure, series
 from privgames.environments.apes import APESConfig, APESModel
 
 
-# --- APES (apes-shuffle-clip-laplace.txt) -------------------------------------------------------
 def apes_agents(env: APESModel) -> Figure:
     """The users' budgets (left) and the last round's reports of one dimension as the analyzer
     receives them, shuffled (right: report against the position it arrived in)."""

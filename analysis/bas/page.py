@@ -7,12 +7,10 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-#: A page's figure size (inches) and resolution: readable in a half-width panel.
 from privgames.analysis.pages import THEORY, Page, integer_x, new_figure, series
 from privgames.environments.bas_chain import BASChainConfig, BASChainModel
 
 
-# --- BAS chain (chained-dp-bas-sar.txt, Theorem 1) --------------------------------------------
 def bas_agents(env: BASChainModel) -> Figure:
     """Users in sequence order, each a disc coloured by its learned noise sigma^2, the NE's
     sigma^2 of the same position as a black tick."""

@@ -11,12 +11,11 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from privgames.analysis.page_server import DATA_ENV
-
-#: A page's figure size (inches) and resolution: readable in a half-width panel.
 from privgames.analysis.pages import THEORY, Page, integer_x, new_figure, series
 from privgames.environments.dp_kmeans import DPKMeansModel, KMeansConfig
 from privgames.environments.kmeans_data import BUILT_IN
 
+#: At most this many CSV files of ``--data DIR`` are offered on the kmeans page.
 MAX_DATA_FILES = 200
 
 
@@ -28,7 +27,6 @@ def page_data_sets() -> tuple[str, ...]:
     return (*BUILT_IN, *found[:MAX_DATA_FILES])
 
 
-# --- DP k-means (budget-allocation-series.txt, Algorithm 1) -------------------------------------
 def kmeans_agents(env: DPKMeansModel) -> Figure:
     """The data (grey), the first repetition's centroids (red crosses) and the budget each
     iteration spends (right), the current one marked."""

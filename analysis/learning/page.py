@@ -9,12 +9,10 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
-#: A page's figure size (inches) and resolution: readable in a half-width panel.
 from privgames.analysis.pages import THEORY, Page, integer_x, new_figure, series
 from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 
 
-# --- learning dynamics (the learners of issue 21) -----------------------------------------------
 def learning_agents(env: LearningModel) -> Figure:
     """Each agent's current strategy (its most likely grid action) against the predicted
     equilibrium's action, agents sorted by their type (under incomplete information: each

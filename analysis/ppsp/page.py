@@ -9,12 +9,10 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
-#: A page's figure size (inches) and resolution: readable in a half-width panel.
 from privgames.analysis.pages import THEORY, Page, new_figure
 from privgames.environments.ppsp_ring import PPSPConfig, PPSPModel
 
 
-# --- PPSP ring (ppsp-ring-summation.txt, Theorems 1-2) -----------------------------------------
 def ppsp_agents(env: PPSPModel) -> Figure:
     """Nodes on a circle in ring order with their state (colour) and estimate of the sum
     (label); a node that left is drawn hollow outside the ring."""

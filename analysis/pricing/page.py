@@ -8,13 +8,11 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-#: A page's figure size (inches) and resolution: readable in a half-width panel.
 from privgames.analysis.pages import THEORY, Page, integer_x, new_figure, series
 from privgames.environments.pricing_fl import PricingConfig, PricingFLModel
 from privgames.mechanisms.pricing import social_cost
 
 
-# --- pricing FL (pricing-fl-noise.txt, eq 10-11, Definition 4) ----------------------------------
 def pricing_agents(env: PricingFLModel) -> Figure:
     """Clients by sensitivity alpha: their noise sigma (bars coloured by alpha), eq (10)'s NE
     and the social optimum as ticks (a triangle at the top where infinite); a client who opted

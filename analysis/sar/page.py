@@ -11,12 +11,10 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-#: A page's figure size (inches) and resolution: readable in a half-width panel.
 from privgames.analysis.pages import THEORY, Page, integer_x, new_figure, series
 from privgames.environments.sar import SARConfig, SARModel
 
 
-# --- SAR (chained-dp-bas-sar.txt, section VI, eq 31-33) -----------------------------------------
 def sar_agents(env: SARModel) -> Figure:
     """Each slice's chain (rows) of the last round: colluders red, honest users whose slice the
     coalition reconstructed orange, the others green; users who opted out are listed."""
