@@ -22,6 +22,7 @@ from typing import Any
 import matplotlib
 import mesa
 import numpy as np
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 
 from privgames.analysis.cli import UsageError, parse_value
@@ -29,9 +30,14 @@ from privgames.analysis.experiments import GAMES
 from privgames.analysis.parameters import allowed_values, meanings
 from privgames.environments.config import ConfigError
 
-#: A page's figure size (inches) and resolution: readable in a half-width panel.
-FIGSIZE, DPI = (6.4, 3.6), 80
+#: A page's figure size (inches) and resolution: shown in a half-width card (about 440 px
+#: on a 1400 px screen), where 10 pt text is about 12 px and the 120 dpi image stays sharp.
+FIGSIZE, DPI = (5.0, 3.2), 120
 THEORY = dict(color="black", linestyle="--", linewidth=1.2)
+#: Above this many agents a figure draws them as edgeless points and the theory as lines (a
+#: disc and a tick per agent turn into a black band); each agent stays readable in the table
+#: through the page's ``agent`` input (:attr:`Page.detail`).
+MANY = 60
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,10 @@ class Page:
         agents: the model -> a figure of its agents.
         measures: the model -> a figure of its measurement beside the theory.
         readings: the model -> the numbers the page prints (label -> value).
+        size: the input that counts the agents; ``detail(model, k)``: the numbers of agent
+            ``k`` (1-based; past the population, its last agent), which the page prints below
+            the readings for the agent its ``agent`` input selects, so that every agent stays
+            inspectable when the figure shows a thousand.
     """
 
     route: str
@@ -63,6 +73,8 @@ class Page:
     fixed: Mapping[str, Any] = field(default_factory=dict)
     display_max: Mapping[str, float] = field(default_factory=dict)
     choices: Mapping[str, Callable[[], tuple[str, ...]]] = field(default_factory=dict)
+    size: str | None = None
+    detail: Callable[[Any, int], dict[str, float]] | None = None
 
     def values(self) -> dict[str, Any]:
         """Every config field's starting value: the config's default, or the page's."""
@@ -73,6 +85,17 @@ class Page:
         """Every input's starting value."""
         values = self.values()
         return {name: values[name] for name in self.inputs}
+
+    def draw_measures(self, env: Any) -> Figure:
+        """The measurement figure; before the first step each of its axes says so (an empty
+        plot would show a range around 0 that means nothing)."""
+        fig = self.measures(env)
+        if env.steps == 0:
+            for ax in fig.axes:
+                ax.set_xlim(0, 1)
+                ax.text(0.5, 0.5, "no round yet: press Step", transform=ax.transAxes,
+                        ha="center", va="center", color="grey")
+        return fig
 
     def model_params(self) -> dict[str, dict[str, Any]]:
         """Mesa's ``model_params``: a slider for a bounded number, a select for a choice, a
@@ -100,10 +123,29 @@ class Page:
             elif kind == "bool":
                 out[name] = {"type": "Checkbox", "value": value, "label": label}
             elif kind in ("int", "real") and not isinstance(value, str):
-                out[name] = self._slider(name, value, allowed, label)
+                out[name] = self._slider(name, value, self._widest(name, allowed, values),
+                                         label)
             else:
                 out[name] = {"type": "InputText", "value": json.dumps(value), "label": label}
+        if self.detail is not None:
+            most = self.display_max.get(self.size, values[self.size])
+            out["agent"] = {"type": "SliderInt", "value": 1, "min": 1, "max": int(most),
+                            "step": 1, "label": "agent: whose numbers the table shows"}
         return out
+
+    def _widest(self, name: str, allowed: Any, values: Mapping[str, Any]) -> Any:
+        """``name``'s range where it depends on other inputs (SAR's slices ``N <= d``, BAS's
+        sub-sequences ``<= K``): the widest over those inputs at their page ends, since a
+        slider's range is fixed when the page is made; a value that the other inputs then
+        refuse gets the config's one-line message naming it."""
+        if allowed.high is None:
+            return allowed
+        ends = {other: self.display_max[other] for other in self.inputs
+                if other != name and other in self.display_max}
+        wide = allowed_values(self.config_type, name, {**values, **ends})
+        if wide is None or wide.high is None or wide.high <= allowed.high:
+            return allowed
+        return dataclasses.replace(allowed, high=wide.high, high_open=wide.high_open)
 
     def _slider(self, name: str, value: float, allowed: Any, label: str) -> dict[str, Any]:
         integer = allowed.kind == "int"
@@ -132,9 +174,9 @@ class PageModel(mesa.Model):
 
     page: Page
 
-    def __init__(self, seed: int = 0, **kwargs: Any) -> None:  # Mesa checks the name kwargs
-        super().__init__(seed=seed)
-        self.seed = seed
+    def __init__(self, seed: int = 0, agent: int = 1, **kwargs: Any) -> None:
+        super().__init__(seed=seed)  # Mesa checks these names against the page's inputs
+        self.seed, self.agent = seed, agent
         self.error: str | None = None
         self.env = None
         try:
@@ -158,6 +200,13 @@ class PageModel(mesa.Model):
         self.running = (self.env.running and self.env.rounds_left() > 0
                         and not getattr(self.env, "ended", False))
 
+    def readings(self) -> dict[str, float]:
+        """The numbers the page prints: its readings, then the selected agent's."""
+        found = self.page.readings(self.env)
+        if self.page.detail is not None:
+            found.update(self.page.detail(self.env, max(int(self.agent), 1)))
+        return found
+
     @classmethod
     def of(cls, page: Page) -> type[PageModel]:
         """The model class of ``page`` (what SolaraViz instantiates on reset)."""
@@ -174,6 +223,28 @@ def format_reading(value: float) -> str:
 def new_figure(ncols: int = 1) -> tuple[Figure, Any]:
     fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     return fig, fig.subplots(1, ncols)
+
+
+def dots(n: int) -> dict[str, Any]:
+    """A scatter's style for ``n`` agents: outlined discs while each one shows, small
+    edgeless points above :data:`MANY` (their colours then read as a density)."""
+    if n <= MANY:
+        return {"s": 60, "edgecolors": "black", "linewidths": 0.4}
+    return {"s": float(np.clip(4000.0 / n, 2.0, 20.0)), "linewidths": 0}
+
+
+def legend_below(fig: Figure, *axes: Any) -> None:
+    """One legend for ``axes`` under them, where it covers no point."""
+    found = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            found.setdefault(label, handle)
+    if found:
+        legend = fig.legend(found.values(), found.keys(), loc="outside lower center",
+                            ncols=min(3, len(found)), fontsize="small", frameon=False)
+        for handle in legend.legend_handles:  # a point per agent: a visible key
+            if isinstance(handle, PathCollection):
+                handle.set_sizes([30.0])
 
 
 def integer_x(*axes: Any) -> None:

@@ -40,6 +40,21 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=".*ComponentsView: `use_state` found despite")
     from mesa.visualization import SolaraViz
 
+
+
+def _showing_value(slider: Any) -> Any:
+    """``slider`` with its value always shown on its thumb: Mesa's inputs pass no
+    ``thumb_label``, and Solara's default shows the value only while the thumb is dragged."""
+    def shown(*args: Any, **kwargs: Any) -> Any:
+        return slider(*args, **{"thumb_label": "always", **kwargs})
+
+    return shown
+
+
+# The pages are this server's only Solara app, so its sliders are Mesa's inputs alone.
+solara.SliderInt = _showing_value(solara.SliderInt)
+solara.SliderFloat = _showing_value(solara.SliderFloat)
+
 #: The rows a query shows and the seconds it may take on the results page.
 QUERY_ROWS, QUERY_SECONDS = 500, 10.0
 #: Markdown's tags a page keeps (nh3 drops every other tag, attribute and URL scheme).
@@ -78,7 +93,7 @@ def _agents(model: PageModel) -> Any:
 
 
 def _measures(model: PageModel) -> Any:
-    return _figure(model, model.page.measures)
+    return _figure(model, model.page.draw_measures)
 
 
 def _figure(model: PageModel, draw: Any) -> Any:
@@ -98,7 +113,7 @@ def _readings(model: PageModel) -> Any:
             solara.Warning("This run has ended: nothing changes any more. Reset starts again.")
         Table([model.page.title, "value"],
               [(label, format_reading(value))
-               for label, value in model.page.readings(model.env).items()])
+               for label, value in model.readings().items()])
         solara.Text(f"This run: seed={model.seed}, {inputs}")
     return column
 

@@ -19,7 +19,7 @@ def apes_agents(env: APESModel) -> Figure:
     ax.set(xlabel="local ε", ylabel="users", title=f"{env.budgets.size} users' budgets")
     reports = env.shuffled_reports()[:, 0]
     bx.scatter(np.arange(reports.size), reports, s=4, color="#1b9e77")
-    bx.set(xlabel="arrival position (after the shuffle)", ylabel="report (dimension 1)",
+    bx.set(xlabel="arrival (shuffled)", ylabel="report (dimension 1)",
            title=f"round {env.steps}: {env.config.framework}")
     return fig
 

@@ -14,6 +14,7 @@ from privgames.analysis.page_server import DATA_ENV
 from privgames.analysis.pages import THEORY, Page, integer_x, new_figure, series
 from privgames.environments.dp_kmeans import DPKMeansModel, KMeansConfig
 from privgames.environments.kmeans_data import BUILT_IN
+from privgames.mechanisms.budget import PROTECTIONS, STRATEGIES
 
 #: At most this many CSV files of ``--data DIR`` are offered on the kmeans page.
 MAX_DATA_FILES = 200
@@ -25,6 +26,12 @@ def page_data_sets() -> tuple[str, ...]:
     folder = os.environ.get(DATA_ENV)
     found = sorted(str(p) for p in Path(folder).rglob("*.csv")) if folder else []
     return (*BUILT_IN, *found[:MAX_DATA_FILES])
+
+
+def budget_methods() -> tuple[str, ...]:
+    """Every ``method`` the config takes: a strategy, alone or with a protection."""
+    return tuple(s if protection == "none" else f"{s}/{protection}"
+                 for s in STRATEGIES for protection in PROTECTIONS)
 
 
 def kmeans_agents(env: DPKMeansModel) -> Figure:
@@ -70,5 +77,5 @@ PAGE = Page("kmeans", "DP k-means", DPKMeansModel, KMeansConfig,
             ("data", "method", "iterations", "epsilon", "repetitions"),
             kmeans_agents, kmeans_measures, kmeans_readings,
             fixed={"iterations": 10, "repetitions": 4, "epsilon": 0.3},
-            choices={"data": page_data_sets},
+            choices={"data": page_data_sets, "method": budget_methods},
             display_max={"epsilon": 5.0, "repetitions": 100})

@@ -9,7 +9,16 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
-from privgames.analysis.pages import THEORY, Page, integer_x, new_figure, series
+from privgames.analysis.pages import (
+    MANY,
+    THEORY,
+    Page,
+    dots,
+    integer_x,
+    legend_below,
+    new_figure,
+    series,
+)
 from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 
 
@@ -26,8 +35,12 @@ def learning_agents(env: LearningModel) -> Figure:
     index = lambda v: np.searchsorted(g.grid, v)  # noqa: E731 - the grid position of a value
     x = np.arange(1, mode.size + 1)
     ax.scatter(x, index(mode), c=index(mode), cmap="viridis", vmin=0, vmax=g.grid.size - 1,
-               s=50, edgecolors="black", linewidths=0.4, label=f"{env.config.learner}")
-    ax.scatter(x, index(nash), marker="_", s=200, color="black", label=env.predicted_name)
+               label=f"{env.config.learner}", **dots(mode.size))
+    if mode.size <= MANY:
+        ax.scatter(x, index(nash), marker="_", s=200, color="black", label=env.predicted_name)
+    else:
+        ax.step(x, index(nash), where="mid", color="black", linewidth=1,
+                label=env.predicted_name)
     ticks = np.linspace(0, g.grid.size - 1, min(6, g.grid.size)).astype(int)
     ax.set_yticks(ticks, [g.label(g.grid[t]) for t in ticks])
     who, xlabel = f"{mode.size} agents", "agent"
@@ -40,7 +53,7 @@ def learning_agents(env: LearningModel) -> Figure:
                        "at the level it receives")
     ax.set(xlabel=xlabel, ylabel="action (grid)",
            title=f"{env.config.game}: {who}, round {env.steps}")
-    ax.legend(fontsize="small")
+    legend_below(fig, ax)
     return fig
 
 
@@ -70,9 +83,18 @@ def learning_readings(env: LearningModel) -> dict[str, float]:
             "CCE gap": env.cce_gap() if env.steps else math.nan}
 
 
+def learning_detail(env: LearningModel, agent: int) -> dict[str, float]:
+    """Agent ``agent`` (1-based, in the agents' order; past the end: the last; a client's
+    type rows under incomplete information): its current action, the predicted one."""
+    mode, nash = env.last_iterate(), env.references[env.predicted_name]
+    k = min(agent, mode.size)
+    return {f"agent {k}: action": float(mode[k - 1]),
+            f"agent {k}: {env.predicted_name} action": float(nash[k - 1])}
+
+
 PAGE = Page("learning", "Learning dynamics", LearningModel, LearningConfig,
             ("game", "learner", "feedback", "start", "agents", "rounds", "grid_points",
              "aggregation", "pricing"),
-            learning_agents, learning_measures, learning_readings,
-            fixed={"agents": 12, "rounds": 300},
+            learning_agents, learning_measures, learning_readings, detail=learning_detail,
+            size="agents", fixed={"agents": 12, "rounds": 300},
             display_max={"agents": 1000, "rounds": 5000, "grid_points": 101})

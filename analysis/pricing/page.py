@@ -4,44 +4,64 @@ theory, the numbers it shows."""
 
 from __future__ import annotations
 
-import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from privgames.analysis.pages import THEORY, Page, integer_x, new_figure, series
+from privgames.analysis.pages import (
+    MANY,
+    THEORY,
+    Page,
+    dots,
+    integer_x,
+    legend_below,
+    new_figure,
+    series,
+)
 from privgames.environments.pricing_fl import PricingConfig, PricingFLModel
 from privgames.mechanisms.pricing import social_cost
 
 
 def pricing_agents(env: PricingFLModel) -> Figure:
-    """Clients by sensitivity alpha: their noise sigma (bars coloured by alpha), eq (10)'s NE
-    and the social optimum as ticks (a triangle at the top where infinite); a client who opted
-    out (sigma infinite) is a dotted grey bar to the top."""
+    """Clients by sensitivity alpha (colour, with its bar): their learned noise sigma, eq
+    (10)'s NE and the social optimum, on a log scale when they span more than two decades.
+    Up to :data:`~privgames.analysis.pages.MANY` clients: a disc each, the theory as ticks, an
+    infinite sigma (opting out) as a triangle at the top; above: points, the theory as
+    lines, the opted-out counted in the title."""
     fig, ax = new_figure()
     order = np.argsort(env.alpha)
-    sigma = env.sigma[order]
-    theory = env.predicted()
-    finite = np.isfinite(sigma)
-    shown = np.concatenate([sigma, theory["eq10"], theory["optimum"]])
-    top = 1.15 * float(np.max(shown[np.isfinite(shown)], initial=1.0))
+    sigma, alpha = env.sigma[order], env.alpha[order]
+    theory = {name: env.predicted()[name][order] for name in ("eq10", "optimum")}
     x = np.arange(1, sigma.size + 1)
-    colours = matplotlib.colormaps["viridis"](env.alpha[order])
-    width = float(np.clip(400.0 / sigma.size, 0.5, 12.0))  # one line collection: fast at 10^3
-    ax.vlines(x[finite], 0.0, sigma[finite], colors=colours[finite], linewidth=width,
-              label="σ (learned)")
-    ax.vlines(x[~finite], 0.0, top, colors="lightgrey", linewidth=width, linestyles=":",
-              label="opted out (σ = ∞)")
+    shown = np.concatenate([sigma, *theory.values()])
+    shown = shown[np.isfinite(shown) & (shown > 0)]
+    low, high = (float(shown.min()), float(shown.max())) if shown.size else (1.0, 1.0)
+    log = high > 100.0 * low
+    top = high * 3.0 if log else 1.15 * high
+    points = ax.scatter(x, np.where(np.isfinite(sigma), sigma, np.nan), c=alpha,
+                        cmap="viridis", zorder=3, label="σ (learned)", **dots(sigma.size))
+    fig.colorbar(points, ax=ax, label="sensitivity α")
+    many = sigma.size > MANY
     for name, colour, label in (("eq10", "black", "eq (10) NE"),
-                                ("optimum", "red", "social optimum (▲: opts out)")):
-        value = theory[name][order]
-        out = np.isinf(value)
-        ax.scatter(x[~out], value[~out], marker="_", s=200, color=colour, label=label, zorder=3)
-        ax.scatter(x[out], np.full(out.sum(), 0.96 * top), marker="^", s=40, color=colour,
-                   zorder=3)
-    ax.set(xlabel="client (by sensitivity α, colour)", ylabel="noise σ", ylim=(0, top),
+                                ("optimum", "red", "social optimum")):
+        value = theory[name]
+        if many:
+            ax.step(x, value, where="mid", color=colour, linewidth=1, label=label)
+        else:
+            ax.scatter(x, value, marker="_", s=200, color=colour, label=label, zorder=4)
+            out = np.isinf(value)
+            ax.scatter(x[out], np.full(out.sum(), top), marker="^", s=40, color=colour,
+                       zorder=4)
+    out = ~np.isfinite(sigma)
+    if not many and out.any():
+        ax.scatter(x[out], np.full(out.sum(), top), marker="^", s=60, color="grey",
+                   label="opts out (σ = ∞, ▲)", zorder=3)
+    ax.set_yscale("log" if log else "linear")
+    ax.set_ylim(low / 3.0 if log else 0.0, top * (1.6 if log else 1.05))
+    opted = f", {int(out.sum())} opted out" if many else ""
+    ax.set(xlabel="client (by sensitivity α)", ylabel="noise σ",
            title=f"{sigma.size} clients, round {env.steps}, "
-                 f"{'with' if env.config.pricing else 'without'} prices")
-    ax.legend(fontsize="small", loc="upper left")
+                 f"{'with' if env.config.pricing else 'without'} prices{opted}")
+    legend_below(fig, ax)
     integer_x(ax)
     return fig
 
@@ -73,8 +93,21 @@ def pricing_readings(env: PricingFLModel) -> dict[str, float]:
             "participants": int(np.isfinite(env.sigma).sum())}
 
 
+def pricing_detail(env: PricingFLModel, rank: int) -> dict[str, float]:
+    """The client of rank ``rank`` by sensitivity (1 is the least sensitive; past the end:
+    the most), as the figure orders them."""
+    k = min(rank, env.alpha.size)
+    client = int(np.argsort(env.alpha)[k - 1])
+    theory = env.predicted()
+    return {f"client {k} by α: α": float(env.alpha[client]),
+            f"client {k} by α: σ": float(env.sigma[client]),
+            f"client {k} by α: eq (10) σ": float(theory["eq10"][client]),
+            f"client {k} by α: optimum σ": float(theory["optimum"][client])}
+
+
 PAGE = Page("pricing", "Pricing FL", PricingFLModel, PricingConfig,
             ("N", "alpha_mean", "alpha_std", "pricing", "aggregation", "update", "damping",
              "rounds"),
-            pricing_agents, pricing_measures, pricing_readings, fixed={"N": 20},
+            pricing_agents, pricing_measures, pricing_readings, detail=pricing_detail,
+            size="N", fixed={"N": 20},
             display_max={"N": 1000, "alpha_std": 0.5, "rounds": 500})

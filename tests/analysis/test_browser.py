@@ -154,7 +154,7 @@ def test_a_page_shows_the_models_own_numbers_after_n_steps(server, page, route, 
     model = PageModel.of(spec)(seed=1, **spec.defaults())
     for _ in range(STEPS):
         model.step()
-    for label, value in spec.readings(model.env).items():
+    for label, value in model.readings().items():
         assert _shown(page, label) == format_reading(value), label
     assert page.locator("img").count() >= 2  # the agents and the measurement
     path = shots / f"page-{route}.png"

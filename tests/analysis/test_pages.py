@@ -27,7 +27,7 @@ def test_every_input_s_ends_are_accepted_by_the_config(route):
     (nothing the page offers is refused for that parameter's own range)."""
     page = all_pages()[route]
     for name, spec in page.model_params().items():
-        if name == "seed":
+        if name in ("seed", "agent"):  # the page's own inputs, not the config's
             continue
         if spec["type"] in ("SliderInt", "SliderFloat"):
             offered = [spec["min"], spec["max"]]
@@ -37,11 +37,32 @@ def test_every_input_s_ends_are_accepted_by_the_config(route):
             offered = [True, False]
         else:
             continue
+        ends = {other: page.display_max[other] for other in page.inputs
+                if other != name and other in page.display_max}
         for value in offered:
             try:
                 page.config_type(**_values(page, **{name: value}))
             except ConfigError as err:
-                assert err.parameter != name, f"{route}: {name}={value!r} offered but refused"
+                if err.parameter != name:
+                    continue
+                try:  # a range that depends on other inputs: their ends admit it
+                    page.config_type(**_values(page, **ends, **{name: value}))
+                except ConfigError as wide:
+                    assert wide.parameter != name, f"{route}: {name}={value!r} never accepted"
+
+
+@pytest.mark.parametrize("route,name,depends,most", [("sar", "N", "d", 200),
+                                                     ("bas", "subsequences", "K", 1000)])
+def test_a_range_follows_the_input_it_depends_on(route, name, depends, most):
+    """Issue 30: SAR's slices (N <= d) and BAS's sub-sequences (<= K) reach as far as their
+    dependency's page end, not only as far as its starting value allows."""
+    page = all_pages()[route]
+    assert page.display_max[depends] == most
+    assert page.model_params()[name]["max"] == most
+    model = PageModel.of(page)(**{**page.defaults(), depends: most, name: most})
+    assert model.error is None
+    refused = PageModel.of(page)(**{**page.defaults(), name: most})  # at the starting value
+    assert refused.error is not None and f"{name}={most}" in refused.error
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -131,8 +152,8 @@ def test_the_pricing_page_draws_clients_who_opt_out():
     assert out > 0
     assert page.readings(model.env)["participants"] == 6 - out
     figure = page.agents(model.env)
-    dotted = [c for c in figure.axes[0].collections if c.get_label() == "opted out (σ = ∞)"]
-    assert len(dotted[0].get_segments()) == out
+    marked = [c for c in figure.axes[0].collections if c.get_label().startswith("opts out")]
+    assert len(marked[0].get_offsets()) == out
 
 
 def test_the_learning_page_draws_each_client_row_under_incomplete_information():
@@ -205,3 +226,63 @@ def test_the_command_line_knows_every_page():
     from privgames.analysis.experiments import page_routes
 
     assert page_routes() == tuple(all_pages())
+
+
+@pytest.mark.parametrize("route,size", [("bas", "K"), ("ppsp", "n"), ("pricing", "N"),
+                                        ("learning", "agents")])
+def test_at_a_thousand_agents_each_agent_stays_inspectable(route, size):
+    """Issue 30: above ``MANY`` agents the figure draws points, and the ``agent`` input puts
+    any one agent's numbers in the table; past the population it shows the last agent."""
+    page = all_pages()[route]
+    assert page.model_params()["agent"]["max"] >= 1000
+    model = PageModel.of(page)(seed=2, agent=700, **{**page.defaults(), size: 1000})
+    assert model.error is None
+    for _ in range(3):
+        model.step()
+    env = model.env
+    shown = model.readings()
+    if route == "bas":
+        user = int(env.order[699])
+        assert shown["user at position 700: σ²"] == env.users[user].sigma2
+        assert shown["user at position 700: β"] == env.beta[user]
+    elif route == "ppsp":
+        node = int(env.ids[699])
+        assert shown["node at position 700: id"] == node
+        assert shown["node at position 700: secret"] == env.secrets[node]
+    elif route == "pricing":
+        client = int(np.argsort(env.alpha)[699])
+        assert shown["client 700 by α: σ"] == env.sigma[client]
+        assert shown["client 700 by α: α"] == np.sort(env.alpha)[699]
+    else:
+        assert shown["agent 700: action"] == env.last_iterate()[699]
+    past = PageModel.of(page)(seed=2, agent=5000, **{**page.defaults(), size: 1000})
+    assert any(label.startswith(("user at position 1000", "node at position 1000",
+                                 "client 1000", "agent 1000"))
+               for label in past.readings())
+    fig = page.agents(env)  # points, not one outlined disc per agent
+    sizes = np.concatenate([c.get_sizes() for c in fig.axes[0].collections
+                            if len(c.get_offsets()) >= 900])
+    assert sizes.size and sizes.max() <= 20.0
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_before_the_first_step_the_measurement_says_there_is_nothing_yet(route):
+    page = all_pages()[route]
+    model = PageModel.of(page)(seed=0, **page.defaults())
+    texts = [t.get_text() for ax in page.draw_measures(model.env).axes for t in ax.texts]
+    assert "no round yet: press Step" in texts
+    model.step()
+    texts = [t.get_text() for ax in page.draw_measures(model.env).axes for t in ax.texts]
+    assert "no round yet: press Step" not in texts
+
+
+def test_the_kmeans_page_offers_data_and_method_as_choices():
+    """Issue 30: no JSON text box for a choice; every method offered builds a model."""
+    from privgames.mechanisms.budget import parse_method
+
+    page = all_pages()["kmeans"]
+    params = page.model_params()
+    assert params["data"]["type"] == params["method"]["type"] == "Select"
+    assert "avg" in params["method"]["values"] and "flip-geo/perturb" in params["method"]["values"]
+    for method in params["method"]["values"]:
+        parse_method(method)
