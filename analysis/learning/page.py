@@ -61,17 +61,16 @@ def learning_measures(env: LearningModel) -> Figure:
     fig, (ax, bx) = new_figure(2)
     distance, regret = series(env, "distance"), series(env, "max_average_regret")
     rounds = np.arange(1, distance.size + 1)
-    ax.plot(rounds, distance)
-    ax.axhline(0.0, **THEORY, label="NE")
-    ax.set(xlabel="round", ylabel="distance to the NE", title="last iterate")
-    ax.legend(fontsize="small")
+    ax.plot(rounds, distance, label="last iterate")
+    ax.axhline(0.0, color="grey", linewidth=0.8, label="NE (distance 0)")
+    ax.set(xlabel="round", ylabel="distance to the NE", title="distance")
     bx.plot(rounds, regret, label="largest average regret")
     bound = env.learner.regret_bound(env.config.rounds)
     if bound is not None:
         bx.plot(rounds, [env.learner.regret_bound(t) / t for t in rounds], **THEORY,
                 label="the learner's bound")
-    bx.set(xlabel="round", ylabel="average regret", title="regret against its bound")
-    bx.legend(fontsize="small")
+    bx.set(xlabel="round", ylabel="average regret", title="regret")
+    legend_below(fig, ax, bx)
     integer_x(ax, bx)
     return fig
 

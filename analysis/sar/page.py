@@ -11,7 +11,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from privgames.analysis.pages import THEORY, Page, integer_x, new_figure, series
+from privgames.analysis.pages import THEORY, Page, integer_x, legend_below, new_figure, series
 from privgames.environments.sar import SARConfig, SARModel
 
 
@@ -39,12 +39,11 @@ def sar_agents(env: SARModel) -> Figure:
     cmap = matplotlib.colors.ListedColormap(["#4daf4a", "#ff7f00", "#e41a1c"])
     ax.imshow(state, cmap=cmap, vmin=0, vmax=2, aspect="auto", interpolation="nearest")
     ax.set(xlabel="position in the slice's chain", ylabel="slice",
-           title=f"round {env.steps}: {int(colluding.sum())} colluders of {colluding.size} "
-                 f"participants; opted out: {env.config.K - colluding.size}")
-    handles = [matplotlib.patches.Patch(color=cmap(i), label=text) for i, text in
-               enumerate(("honest, safe", "honest, slice reconstructed", "colluder"))]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3,
-              fontsize="small")
+           title=f"round {env.steps}: {int(colluding.sum())} colluders of {colluding.size}"
+                 f" taking part, {env.config.K - colluding.size} left")
+    legend_below(fig, ax, handles=[
+        matplotlib.patches.Patch(color=cmap(i), label=text) for i, text in
+        enumerate(("honest, safe", "honest, slice reconstructed", "colluder"))])
     return fig
 
 
