@@ -30,6 +30,7 @@ from privgames.environments.config import (
 from privgames.environments.streams import Seed, generator, spawn
 from privgames.mechanisms.pricing import (
     AGGREGATIONS,
+    aggregate_parts,
     compensation,
     equilibrium_noise,
     expected_penalty,
@@ -38,7 +39,9 @@ from privgames.mechanisms.pricing import (
     optimal_noise,
     penalty_coefficients,
     reference_scale,
+    rest_from_total,
     rest_of_aggregate,
+    scale_from_logs,
     social_cost,
     social_optimum,
 )
@@ -158,6 +161,82 @@ class PricingConfig:
                            damping=self.damping)
 
 
+class ExactSum:
+    """A sum kept exactly while terms are added and removed (Shewchuk's non-overlapping
+    partials, as ``math.fsum``): a running float sum would drift, and the rest of an
+    aggregate that one large part dominates would come out wrong, even negative."""
+
+    def __init__(self, terms: NDArray) -> None:
+        self.partials: list[float] = []
+        for term in terms.tolist():
+            self.add(term)
+
+    def add(self, x: float) -> None:
+        kept = 0
+        for y in self.partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            high = x + y
+            low = y - (high - x)
+            if low:
+                self.partials[kept] = low
+                kept += 1
+            x = high
+        self.partials[kept:] = [x]
+
+    def value(self) -> float:
+        """The sum, correctly rounded."""
+        return math.fsum(self.partials)
+
+
+class Turns:
+    """What a client moving in turn reads of the profile, kept up to date move by move, so
+    that a round of N moves costs O(N), not O(N^2): the exact sum of the aggregate's finite
+    parts and the count of its infinite ones (:func:`rest_from_total`), the sum of the logs of
+    the positive finite noise levels and their count (:func:`scale_from_logs`), and the
+    smallest noise level (the damping's largest precision).
+
+    Attributes:
+        sigma: the model's profile (moves are written into it).
+    """
+
+    def __init__(self, sigma: NDArray, aggregation: str) -> None:
+        self.sigma, self.aggregation = sigma, aggregation
+        parts = aggregate_parts(sigma, aggregation)
+        finite = np.isfinite(parts)
+        self.total, self.infinite = ExactSum(parts[finite]), int(np.sum(~finite))
+        usable = np.isfinite(sigma) & (sigma > 0)
+        self.logs, self.usable = ExactSum(np.log(sigma[usable])), int(np.sum(usable))
+        self.smallest = float(np.min(sigma))
+
+    def rest(self, i: int) -> NDArray:
+        """Client ``i``'s view of the rest of the aggregate (:func:`rest_of_aggregate`)."""
+        own = aggregate_parts(self.sigma[i: i + 1], self.aggregation)
+        return rest_from_total(own, self.total.value(), self.infinite)
+
+    def scale(self, game: tuple[float, ...]) -> float:
+        """Where the best-response grid is centred (:func:`reference_scale`)."""
+        return scale_from_logs(self.logs.value(), self.usable, *game)
+
+    def move(self, i: int, new: float) -> None:
+        """Client ``i`` takes noise level ``new``: the sums follow."""
+        old = float(self.sigma[i])
+        for value, sign in ((old, -1), (new, 1)):
+            part = float(aggregate_parts(np.array([value]), self.aggregation)[0])
+            if math.isfinite(part):
+                self.total.add(sign * part)
+            else:
+                self.infinite += sign
+            if math.isfinite(value) and value > 0:
+                self.logs.add(sign * math.log(value))
+                self.usable += sign
+        self.sigma[i] = new
+        if new < self.smallest:
+            self.smallest = new
+        elif old == self.smallest and new > old:  # the smallest moved up: look again
+            self.smallest = float(np.min(self.sigma))
+
+
 class PricingFLModel(Environment):
     """Clients learn their noise; the server aggregates and (optionally) charges prices.
 
@@ -198,6 +277,7 @@ class PricingFLModel(Environment):
                              "change": lambda m: m.change},
             agent_reporters={"sigma": "sigma"})
         self.change = math.nan
+        self.turns: Turns | None = None  # a round of moves in turn (``update="sequential"``)
 
     # --- what the clients observe ---------------------------------------------------------
     def observe_others(self) -> NDArray:
@@ -209,16 +289,18 @@ class PricingFLModel(Environment):
     def reference_scale(self) -> float:
         return reference_scale(self.sigma, *self.game)
 
-    def damped(self, sigma: NDArray | np.floating, target: NDArray | np.floating) -> NDArray:
+    def damped(self, sigma: NDArray | np.floating, target: NDArray | np.floating,
+               smallest: float | None = None) -> NDArray:
         """Move ``damping`` of the way to ``target`` in precision ``1/sigma`` (arrays, or numpy
         scalars for one client). A client whose best response is to opt out fades out (its
         precision shrinks by ``1 - damping`` a round) and counts as out once its precision is
-        below ``1e-6`` of the largest client's: leaving at once would let all clients leave
-        together, a coordination failure of simultaneous moves."""
+        below ``1e-6`` of the largest client's (``1/smallest``, the smallest noise level of
+        the profile when not given): leaving at once would let all clients leave together, a
+        coordination failure of simultaneous moves."""
         lam = self.config.damping
         with np.errstate(divide="ignore"):
             x = (1 - lam) / sigma + lam / target
-            top = 1.0 / np.min(self.sigma)  # the largest precision
+            top = 1.0 / (np.min(self.sigma) if smallest is None else smallest)
             return np.where(np.isinf(target) & (x < 1e-6 * top), np.inf, 1.0 / x)
 
     # --- protocol ---------------------------------------------------------------------------
@@ -227,6 +309,7 @@ class PricingFLModel(Environment):
         before = self.sigma.copy()
         c = self.config
         if c.update == "sequential":
+            self.turns = Turns(self.sigma, c.aggregation)
             self.clients.shuffle_do("respond")
         else:
             target = global_best_response(self.observe_others(), self.alpha, self.beta, c.N,

@@ -397,13 +397,20 @@ def best_response(i: int, sigma: ArrayLike, alpha: ArrayLike, kappa: float, L_F:
 def reference_scale(sigma: NDArray, kappa: float, L_F: float, c: float, S: float) -> float:
     """Where the best-response grid is centred: the geometric mean of the positive finite noise
     levels (without any, a scale of the game's constants)."""
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # a 0 and an inf: nan
         total = float(np.add.reduce(np.log(sigma)))
     if math.isfinite(total):  # every level positive and finite: the common case
         return float(np.exp(total / sigma.size))
     finite = sigma[np.isfinite(sigma) & (sigma > 0)]
-    if finite.size:
-        return float(np.exp(np.mean(np.log(finite))))
+    return scale_from_logs(float(np.sum(np.log(finite))), finite.size, kappa, L_F, c, S)
+
+
+def scale_from_logs(logs: float, count: int, kappa: float, L_F: float, c: float,
+                    S: float) -> float:
+    """:func:`reference_scale` from the sum of the logs of the ``count`` positive finite noise
+    levels (kept up to date while clients move in turn)."""
+    if count:
+        return float(np.exp(logs / count))
     return (c * S / kappa) ** 0.5 + L_F
 
 

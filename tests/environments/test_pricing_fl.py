@@ -91,3 +91,35 @@ def test_clients_are_mesa_agents_over_the_noise_array():
 def test_bad_input(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         PricingConfig(**kwargs)
+
+
+@pytest.mark.parametrize("aggregation", ["mle", "mean"])
+def test_moves_in_turn_read_the_profile_as_a_full_recount_would(aggregation):
+    """A round of moves in turn is O(N): ``Turns`` keeps the aggregate's sums move by move. Each
+    view must equal the recount from the whole profile (``rest_of_aggregate``,
+    ``reference_scale``, the smallest level), through opt-outs (inf) and a zero."""
+    from privgames.environments.pricing_fl import ExactSum, Turns
+    from privgames.mechanisms.pricing import reference_scale, rest_of_aggregate
+
+    rng = np.random.default_rng(5)
+    sigma = np.exp(rng.uniform(-8, 8, 40))
+    sigma[[3, 7]] = np.inf
+    turns = Turns(sigma, aggregation)
+    game = (1.0, 0.5, 2.0, 3.0)
+    for move in range(300):
+        i = int(rng.integers(40))
+        new = (np.inf if move % 17 == 0 else 0.0 if move == 150
+               else float(np.exp(rng.uniform(-8, 8))))
+        turns.move(i, new)
+        assert sigma[i] == new  # the model's own profile
+        j = int(rng.integers(40))
+        full = rest_of_aggregate(sigma, aggregation)[j]
+        mine = turns.rest(j)[0]
+        assert mine == pytest.approx(full, rel=1e-12) or (np.isinf(full) and np.isinf(mine))
+        assert turns.scale(game) == pytest.approx(reference_scale(sigma, *game), rel=1e-12)
+        assert turns.smallest == np.min(sigma)
+    terms = rng.normal(size=200) * 10.0 ** rng.uniform(-12, 12, 200)
+    exact = ExactSum(terms)
+    for t in terms[:150]:
+        exact.add(-t)
+    assert exact.value() == math.fsum(terms[150:])  # correctly rounded, not merely close
