@@ -34,9 +34,10 @@ from privgames.environments.config import ConfigError
 #: on a 1400 px screen), where 10 pt text is about 12 px and the 120 dpi image stays sharp.
 FIGSIZE, DPI = (5.0, 3.2), 120
 THEORY = dict(color="black", linestyle="--", linewidth=1.2)
-#: The axes' place in a page's figure (fractions of it), and the room a legend below takes.
+#: The axes' place in a page's figure (fractions of it), and the room a legend's row below
+#: takes.
 MARGINS = {"left": 0.16, "right": 0.96, "top": 0.9, "bottom": 0.15, "wspace": 0.6}
-LEGEND_ROOM = 0.1
+LEGEND_ROOM = 0.08
 #: Above this many agents a figure draws them as edgeless points and the theory as lines (a
 #: disc and a tick per agent turn into a black band); each agent stays readable in the table
 #: through the page's ``agent`` input (:attr:`Page.detail`).
@@ -248,7 +249,8 @@ def legend_below(fig: Figure, *axes: Any, handles: Sequence[Any] = ()) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             found.setdefault(label, handle)
     if found:
-        fig.subplots_adjust(bottom=MARGINS["bottom"] + LEGEND_ROOM)
+        rows = -(-len(found) // 3)
+        fig.subplots_adjust(bottom=MARGINS["bottom"] + LEGEND_ROOM * rows)
         legend = fig.legend(found.values(), found.keys(), loc="lower center",
                             ncols=min(3, len(found)), fontsize="small", frameon=False)
         for handle in legend.legend_handles:  # a point per agent: a visible key

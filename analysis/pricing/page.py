@@ -72,14 +72,21 @@ def pricing_cost(env: PricingFLModel, sigma: np.ndarray) -> float:
 
 
 def pricing_measures(env: PricingFLModel) -> Figure:
+    """The social cost per round beside the optimum's and eq (10)'s NE's, on a log scale when
+    one of them dwarfs the rest (the NE's can be a thousand times the optimum's)."""
     fig, ax = new_figure()
     cost = series(env, "social_cost")
     ax.plot(np.arange(1, cost.size + 1), cost, marker="o", markersize=3, label="learned")
     theory = env.predicted()
-    ax.axhline(pricing_cost(env, theory["optimum"]), **THEORY, label="social optimum")
+    levels = [pricing_cost(env, theory["optimum"])]
+    ax.axhline(levels[0], **THEORY, label="social optimum")
     if np.all(np.isfinite(theory["eq10"])):
-        ax.axhline(pricing_cost(env, theory["eq10"]), color="grey", linewidth=1,
-                   label="eq (10) NE")
+        levels.append(pricing_cost(env, theory["eq10"]))
+        ax.axhline(levels[1], color="grey", linewidth=1, label="eq (10) NE")
+    drawn = np.concatenate([cost, levels])
+    drawn = drawn[np.isfinite(drawn) & (drawn > 0)]
+    if drawn.size and drawn.max() > 100 * drawn.min():
+        ax.set_yscale("log")
     ax.set(xlabel="round", ylabel="social cost", title="social cost against the optimum")
     integer_x(ax)
     ax.legend(fontsize="small")
