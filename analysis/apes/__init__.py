@@ -1,13 +1,12 @@
 """APES/S-APES (apes-shuffle-clip-laplace.txt): Clip-Laplace, shuffling, amplification.
 
-``experiments`` registers its experiments, ``figures`` draws them, ``page`` is its page; this
-file only names the experiments (read by ``privgames list`` without importing them).
-"""
+Named here for ``privgames list`` without importing the game (see
+:data:`privgames.analysis.experiments.GAMES`)."""
 
-#: The route of its page (``privgames viz apes``; ``page.PAGE``).
+#: Its page: ``privgames viz apes``.
 PAGE = "apes"
 
-#: The experiments ``experiments`` registers: name -> one line for ``privgames list``.
+#: Its experiments (registered by its ``experiments`` module) and their one-line summaries.
 EXPERIMENTS = {
     "apes": (
         "Personalized-LDP federated logistic regression (digits, d = 650): "

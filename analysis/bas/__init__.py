@@ -1,14 +1,13 @@
 """The BAS chain (chained-dp-bas-sar.txt): users learn their noise in the Broadcast-And-Shuffle
 chain.
 
-``experiments`` registers its experiments, ``figures`` draws them, ``page`` is its page; this
-file only names the experiments (read by ``privgames list`` without importing them).
-"""
+Named here for ``privgames list`` without importing the game (see
+:data:`privgames.analysis.experiments.GAMES`)."""
 
-#: The route of its page (``privgames viz bas``; ``page.PAGE``).
+#: Its page: ``privgames viz bas``.
 PAGE = "bas"
 
-#: The experiments ``experiments`` registers: name -> one line for ``privgames list``.
+#: Its experiments (registered by its ``experiments`` module) and their one-line summaries.
 EXPERIMENTS = {
     "bas-chain": (
         "BAS chain: users learn their noise by best response; distance to the Theorem "

@@ -1,13 +1,12 @@
 """Series privacy-budget allocation and DP k-means (budget-allocation-series.txt).
 
-``experiments`` registers its experiments, ``figures`` draws them, ``page`` is its page; this
-file only names the experiments (read by ``privgames list`` without importing them).
-"""
+Named here for ``privgames list`` without importing the game (see
+:data:`privgames.analysis.experiments.GAMES`)."""
 
-#: The route of its page (``privgames viz kmeans``; ``page.PAGE``).
+#: Its page: ``privgames viz kmeans``.
 PAGE = "kmeans"
 
-#: The experiments ``experiments`` registers: name -> one line for ``privgames list``.
+#: Its experiments (registered by its ``experiments`` module) and their one-line summaries.
 EXPERIMENTS = {
     "budget-noise": (
         "Table 2: total noise MSE of N sum queries per strategy (eps = 1, l = 100 "

@@ -1,13 +1,12 @@
 """Learning dynamics in every game: users who learn from what they experience.
 
-``experiments`` registers its experiments, ``figures`` draws them, ``page`` is its page; this
-file only names the experiments (read by ``privgames list`` without importing them).
-"""
+Named here for ``privgames list`` without importing the game (see
+:data:`privgames.analysis.experiments.GAMES`)."""
 
-#: The route of its page (``privgames viz learning``; ``page.PAGE``).
+#: Its page: ``privgames viz learning``.
 PAGE = "learning"
 
-#: The experiments ``experiments`` registers: name -> one line for ``privgames list``.
+#: Its experiments (registered by its ``experiments`` module) and their one-line summaries.
 EXPERIMENTS = {
     "learning-dynamics": (
         "Users who learn from what they experience: fictitious play, Hedge, regret "

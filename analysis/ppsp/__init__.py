@@ -1,13 +1,12 @@
 """The PPSP summation ring (ppsp-ring-summation.txt).
 
-``experiments`` registers its experiments, ``figures`` draws them, ``page`` is its page; this
-file only names the experiments (read by ``privgames list`` without importing them).
-"""
+Named here for ``privgames list`` without importing the game (see
+:data:`privgames.analysis.experiments.GAMES`)."""
 
-#: The route of its page (``privgames viz ppsp``; ``page.PAGE``).
+#: Its page: ``privgames viz ppsp``.
 PAGE = "ppsp"
 
-#: The experiments ``experiments`` registers: name -> one line for ``privgames list``.
+#: Its experiments (registered by its ``experiments`` module) and their one-line summaries.
 EXPERIMENTS = {
     "ppsp-ring": (
         "PPSP ring (SI or AI): estimator error vs the exact formula and Theorems 1-2, "

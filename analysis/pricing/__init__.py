@@ -1,14 +1,13 @@
 """The pricing game of FL clients' noise (pricing-fl-noise.txt), complete and incomplete
 information.
 
-``experiments`` registers its experiments, ``figures`` draws them, ``page`` is its page; this
-file only names the experiments (read by ``privgames list`` without importing them).
-"""
+Named here for ``privgames list`` without importing the game (see
+:data:`privgames.analysis.experiments.GAMES`)."""
 
-#: The route of its page (``privgames viz pricing``; ``page.PAGE``).
+#: Its page: ``privgames viz pricing``.
 PAGE = "pricing"
 
-#: The experiments ``experiments`` registers: name -> one line for ``privgames list``.
+#: Its experiments (registered by its ``experiments`` module) and their one-line summaries.
 EXPERIMENTS = {
     "pricing-fl": (
         "Pricing FL game: clients learn their noise by global best response, with or "

@@ -1,13 +1,12 @@
 """SAR slicing (chained-dp-bas-sar.txt): colluding users attack a victim's slices.
 
-``experiments`` registers its experiments, ``figures`` draws them, ``page`` is its page; this
-file only names the experiments (read by ``privgames list`` without importing them).
-"""
+Named here for ``privgames list`` without importing the game (see
+:data:`privgames.analysis.experiments.GAMES`)."""
 
-#: The route of its page (``privgames viz sar``; ``page.PAGE``).
+#: Its page: ``privgames viz sar``.
 PAGE = "sar"
 
-#: The experiments ``experiments`` registers: name -> one line for ``privgames list``.
+#: Its experiments (registered by its ``experiments`` module) and their one-line summaries.
 EXPERIMENTS = {
     "sar-attack": (
         "SAR: weak/strong colluders attack a victim's slices on the simulated "
