@@ -9,7 +9,7 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
-from privgames.analysis.pages import MANY, THEORY, Page, dots, new_figure
+from privgames.analysis.pages import MANY, THEORY, Page, dots, log_y, new_figure
 from privgames.environments.ppsp_ring import PPSPConfig, PPSPModel
 
 
@@ -61,7 +61,8 @@ def ppsp_measures(env: PPSPModel) -> Figure:
                      (c.join_at, f"node {c.join_node} joins")):
         if at is not None and at < env.steps:
             ax.axvline(at + 1, color="#d95f02", linewidth=0.8, linestyle=":", label=what)
-    ax.set(xlabel="step", ylabel="Σ_i |y_i − Σ secrets|", yscale="log",
+    log_y(ax)
+    ax.set(xlabel="step", ylabel="Σ_i |y_i − Σ secrets|",
            title="estimator error against the exact formula")
     ax.legend(fontsize="small")
     return fig

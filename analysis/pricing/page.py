@@ -14,6 +14,7 @@ from privgames.analysis.pages import (
     dots,
     integer_x,
     legend_below,
+    log_y,
     new_figure,
     series,
 )
@@ -55,7 +56,8 @@ def pricing_agents(env: PricingFLModel) -> Figure:
     if not many and out.any():
         ax.scatter(x[out], np.full(out.sum(), top), marker="^", s=60, color="grey",
                    label="opts out (σ = ∞, ▲)", zorder=3)
-    ax.set_yscale("log" if log else "linear")
+    if log:
+        log_y(ax)
     ax.set_ylim(low / 3.0 if log else 0.0, top * (1.6 if log else 1.05))
     opted = f", {int(out.sum())} opted out" if many else ""
     ax.set(xlabel="client (by sensitivity α)", ylabel="noise σ",
@@ -86,7 +88,7 @@ def pricing_measures(env: PricingFLModel) -> Figure:
     drawn = np.concatenate([cost, levels])
     drawn = drawn[np.isfinite(drawn) & (drawn > 0)]
     if drawn.size and drawn.max() > 100 * drawn.min():
-        ax.set_yscale("log")
+        log_y(ax)
     ax.set(xlabel="round", ylabel="social cost", title="social cost against the optimum")
     integer_x(ax)
     ax.legend(fontsize="small")
