@@ -110,10 +110,9 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
         need = fp.peak_bytes * min(side_by_side, units) + units * UNIT_BYTES
         if need > budget:
             value = point.get(fp.driver, params.get(fp.driver))
-            raise ConfigError(f"{fp.driver}={value} needs about {_human(need)} of memory "
-                              f"({_human(fp.peak_bytes)} per population, "
-                              f"{min(side_by_side, units)} at a time), above the budget of "
-                              f"{_human(budget)} (--max-memory): lower {fp.driver}")
+            raise _too_big(fp.driver, value, need, budget,
+                           f" ({_human(fp.peak_bytes)} per population, "
+                           f"{min(side_by_side, units)} at a time)")
         total += fp.work * populations
     seconds = cpu_seconds(experiment.name, total)
     if max_work is not None and total > max_work:
@@ -127,6 +126,22 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
                           f"limit of {DEFAULT_CPU_HOURS:g} h: give --max-work "
                           f"{_round_up(total)} (or more) to run it anyway")
     return total
+
+
+def check_one(config: Any, max_memory: float | None = None) -> None:
+    """Raise ``ConfigError`` if one population of ``config`` would pass the memory budget
+    (a page builds one model from what its browser sends)."""
+    budget = DEFAULT_SHARE * available_memory() if max_memory is None else float(max_memory)
+    fp = footprint_of(config)
+    if fp.peak_bytes > budget:
+        raise _too_big(fp.driver, getattr(config, fp.driver), fp.peak_bytes, budget, "",
+                       "half the memory available" if max_memory is None else "the limit")
+
+
+def _too_big(driver: str, value: Any, need: float, budget: float, how: str,
+             limit: str = "--max-memory") -> ConfigError:
+    return ConfigError(f"{driver}={value} needs about {_human(need)} of memory{how}, above the "
+                       f"budget of {_human(budget)} ({limit}): lower {driver}", driver)
 
 
 def _round_up(x: float) -> str:

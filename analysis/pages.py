@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 
 from privgames.analysis.cli import UsageError, parse_value
 from privgames.analysis.experiments import GAMES
+from privgames.analysis.guard import check_one
 from privgames.analysis.parameters import allowed_values, meanings
 from privgames.environments.config import ConfigError
 
@@ -190,7 +191,9 @@ class PageModel(mesa.Model):
                                       f"{name} must be one of {', '.join(choices())}")
             values = {**self.page.fixed, **{k: parse_value(k, v) if isinstance(v, str) else v
                                             for k, v in kwargs.items()}}
-            self.env = self.page.model_type(self.page.config_type(**values), seed)
+            config = self.page.config_type(**values)
+            check_one(config)  # a browser may send more than a slider offers
+            self.env = self.page.model_type(config, seed)
         except (ConfigError, UsageError) as err:
             self.error = str(err)
             self.running = False

@@ -155,3 +155,16 @@ def test_the_kmeans_page_opens_no_path_it_does_not_offer(tmp_path, monkeypatch):
     assert page.model_params()["data"]["values"] == ["unbalance", "birch3", str(points)]
     model = PageModel.of(page)(**{**page.defaults(), "data": str(points)})
     assert model.error is None and model.env.points.shape == (60, 2)
+
+
+def test_a_page_refuses_a_model_larger_than_memory_whatever_the_browser_sends():
+    """A slider offers SAR's K up to 300, but the browser can send any K: at 10^4 one round's
+    attack would hold about 13 GiB (K^2 chains). The page refuses it by the memory guard,
+    naming K, before building anything."""
+    from privgames.analysis.pages import PageModel, all_pages
+
+    page = all_pages()["sar"]
+    model = PageModel.of(page)(**{**page.defaults(), "K": 10_000})
+    assert model.env is None and model.error.startswith("K=10000 needs about")
+    assert "lower K" in model.error
+    assert PageModel.of(page)(**page.defaults()).error is None
