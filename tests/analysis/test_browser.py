@@ -165,12 +165,13 @@ def test_a_page_shows_the_models_own_numbers_after_n_steps(server, page, route, 
 def test_a_bad_value_shows_the_configs_message_and_nothing_crashes(server, page):
     _open(page, server, "bas")
     _press(page, "K", "Home")  # K = 2
-    _press(page, "subsequences", "End")  # 10 sub-sequences of 2 users
+    _press(page, "subsequences", "End")  # 1,000 sub-sequences (K's end) of 2 users
     page.get_by_role("button", name="Reset").click()
-    message = page.get_by_text(re.compile(r"privgames: error: subsequences=10 is out of range"))
+    message = page.get_by_text(re.compile(r"privgames: error: subsequences=1000 is out of "
+                                          "range"))
     message.wait_for()
     assert "[1, 2]" in message.inner_text()
-    assert page.get_by_text(re.compile("subsequences=10 is out of range")).count() == 1  # once
+    assert page.get_by_text(re.compile("subsequences=1000 is out of range")).count() == 1
     page.get_by_role("button", name="Step").click()  # stepping a refused model changes nothing
     page.get_by_text("Step: 1", exact=True).wait_for()
     assert message.is_visible()
