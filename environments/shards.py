@@ -203,12 +203,21 @@ class ShardedRun:
             ray = ensure_ray()
             self._ray = ray
             # No CPU reserved: a shard must start even when the run's own task holds the
-            # CPUs (a sweep's unit on a 2-core machine); SPREAD puts them on every node.
+            # CPUs (a sweep's unit on a 2-core machine).
             self._actor = ray.remote(num_cpus=0, max_restarts=0)(Shard)
-            self.shards = [self._actor.options(scheduling_strategy="SPREAD").remote(*args)
-                           for args in self._args]
+            self.shards = [self._start(i) for i in range(len(self._args))]
         else:
             self.shards = [Shard(*args) for args in self._args]
+
+    def _start(self, i: int) -> Any:
+        """Shard ``i``'s actor on the cluster's alive nodes in turn (Ray's ``SPREAD`` is best
+        effort: under load it left a two-node cluster's second node empty); soft, so that a
+        shard whose node is gone starts on another."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = sorted(node["NodeID"] for node in self._ray.nodes() if node["Alive"])
+        where = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=True)
+        return self._actor.options(scheduling_strategy=where).remote(*self._args[i])
 
     def call(self, method: str, *args: Any) -> list[Any]:
         """Every shard's answer to ``method(*args)``, in shard order."""
@@ -267,8 +276,7 @@ class ShardedRun:
             try:
                 self._ray.get(s.rss.remote())
             except self._ray.exceptions.RayActorError:
-                self.shards[i] = self._actor.options(scheduling_strategy="SPREAD").remote(
-                    *self._args[i])
+                self.shards[i] = self._start(i)
         round_, paths = self._saved
         self._ray.get([s.load.remote(p) for s, p in zip(self.shards, paths, strict=True)])
         self.restores += 1
