@@ -110,9 +110,9 @@ def _port(text: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> None:
-    if args.name is not None and args.name not in experiments.page_routes():
-        raise UsageError(f"viz {args.name!r}: unknown page; pages are "
-                         + ", ".join(experiments.page_routes()))
+    routes = experiments.page_routes()
+    if args.name is not None and args.name not in routes:
+        raise UsageError(f"viz {args.name!r}: unknown page; pages are " + ", ".join(routes))
     if args.results is not None and not any(args.results.glob("*.parquet")):
         raise UsageError(f"--results {args.results}: no results there (a folder with "
                          "NAME.parquet files written by privgames run is needed)")

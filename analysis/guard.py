@@ -90,7 +90,7 @@ def _human(n: float) -> str:
 def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None = None,
           max_memory: float | None = None, max_work: float | None = None) -> float:
     """Raise ``ConfigError`` if the run would pass a budget; return its estimated work."""
-    budget = DEFAULT_SHARE * available_memory() if max_memory is None else float(max_memory)
+    budget = _budget(max_memory)
     populations = int(params["populations"])
     points = experiment.points(params)
     cores = os.cpu_count() or 1
@@ -131,11 +131,16 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
 def check_one(config: Any, max_memory: float | None = None) -> None:
     """Raise ``ConfigError`` if one population of ``config`` would pass the memory budget
     (a page builds one model from what its browser sends)."""
-    budget = DEFAULT_SHARE * available_memory() if max_memory is None else float(max_memory)
+    budget = _budget(max_memory)
     fp = footprint_of(config)
     if fp.peak_bytes > budget:
         raise _too_big(fp.driver, getattr(config, fp.driver), fp.peak_bytes, budget, "",
                        "half the memory available" if max_memory is None else "the limit")
+
+
+def _budget(max_memory: float | None) -> float:
+    """The memory a run may use: ``max_memory``, else :data:`DEFAULT_SHARE` of what is free."""
+    return DEFAULT_SHARE * available_memory() if max_memory is None else float(max_memory)
 
 
 def _too_big(driver: str, value: Any, need: float, budget: float, how: str,

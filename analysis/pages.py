@@ -61,10 +61,11 @@ class Page:
         agents: the model -> a figure of its agents.
         measures: the model -> a figure of its measurement beside the theory.
         readings: the model -> the numbers the page prints (label -> value).
-        size: the input that counts the agents; ``detail(model, k)``: the numbers of agent
-            ``k`` (1-based; past the population, its last agent), which the page prints below
-            the readings for the agent its ``agent`` input selects, so that every agent stays
-            inspectable when the figure shows a thousand.
+        size: the input that counts the agents (``None``: nothing to count, as k-means).
+        detail: ``(model, k) ->`` the numbers of agent ``k`` (1-based; past the population,
+            its last agent), which the page prints below the readings for the agent its
+            ``agent`` input selects, so that every agent stays inspectable when the figure
+            shows a thousand.
     """
 
     route: str

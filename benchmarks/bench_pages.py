@@ -21,9 +21,6 @@ from _common import arguments, timed
 
 from privgames.analysis.pages import PageModel, all_pages
 
-#: The input that counts each page's agents (APES: users; k-means draws its data set).
-SIZE = {"bas": "K", "sar": "K", "ppsp": "n", "pricing": "N", "apes": "n", "learning": "agents",
-        "kmeans": None}
 #: The pages timed at 10,000 agents: not SAR (its page stops at K = 300: a round's attack
 #: holds K^2 chains, 13 GiB at 10^4) nor k-means (no agents to count).
 TEN_THOUSAND = ("bas", "ppsp", "pricing", "apes", "learning")
@@ -68,7 +65,7 @@ def main() -> None:
         for route, page in all_pages().items():
             if n > 1000 and route not in TEN_THOUSAND:
                 continue
-            size = {} if args.quick or SIZE[route] is None else {SIZE[route]: n}
+            size = {} if args.quick or page.size is None else {page.size: n}
             model = PageModel.of(page)(**{**page.defaults(), **size})
             assert model.error is None, model.error
             models[key, route] = model

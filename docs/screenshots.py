@@ -18,11 +18,10 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
+from privgames.analysis.pages import all_pages
+
 OUT = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
-#: route -> (the slider that counts its agents, its lowest value, its starting value).
-SIZES = {"bas": ("K", 2, 10), "sar": ("K", 3, 30), "ppsp": ("n", 2, 10),
-         "pricing": ("N", 2, 20), "apes": ("n", 2, 1000), "learning": ("agents", 2, 12)}
 STEPS = 10
 
 
@@ -43,8 +42,9 @@ def _serve() -> tuple[subprocess.Popen, int, str]:
     raise RuntimeError("privgames viz did not listen")
 
 
-def _set(tab, label: str, target: int, low: int, start: int) -> None:
-    """Move the slider named ``label`` from ``start`` to ``target`` by keyboard."""
+def _set(tab, label: str, target: int, low: int) -> None:
+    """Move the slider named ``label`` (whose lowest value is ``low``) to ``target`` by
+    keyboard."""
     slider = tab.get_by_role("slider", name=re.compile(rf"^{re.escape(label)}\b"))
     slider.focus()
     if target >= 1000:
@@ -64,14 +64,14 @@ def main() -> None:
                                         args=["--no-sandbox", "--disable-gpu"])
             tab = browser.new_page(viewport={"width": 1400, "height": 1000})
             tab.goto(f"http://127.0.0.1:{port}/?token={token}")
-            for route in ("bas", "sar", "ppsp", "pricing", "kmeans", "learning", "apes"):
-                for agents in (10, 1000) if route in SIZES else (None,):
+            for route, page in all_pages().items():
+                for agents in (10, 1000) if page.size else (None,):
                     tab.goto(f"http://127.0.0.1:{port}/{route}")
                     tab.get_by_role("button", name="Step").wait_for(timeout=60_000)
                     if agents is not None:
-                        label, low, start = SIZES[route]
-                        if agents != start:
-                            _set(tab, label, agents, low, start)
+                        slider = page.model_params()[page.size]
+                        if agents != slider["value"]:
+                            _set(tab, page.size, agents, slider["min"])
                     tab.get_by_role("button", name="Reset").click()
                     tab.get_by_text("Step: 0", exact=True).wait_for()
                     for k in range(1, STEPS + 1):

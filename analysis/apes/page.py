@@ -47,5 +47,5 @@ def apes_readings(env: APESModel) -> dict[str, float]:
 
 PAGE = Page("apes", "APES shuffle", APESModel, APESConfig,
             ("n", "distribution", "framework", "C", "rounds", "samples"),
-            apes_agents, apes_measures, apes_readings, fixed={"n": 1000, "rounds": 30},
+            apes_agents, apes_measures, apes_readings, size="n", fixed={"n": 1000, "rounds": 30},
             display_max={"n": 20000, "C": 5.0, "rounds": 200, "samples": 100})

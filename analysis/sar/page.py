@@ -77,5 +77,5 @@ def sar_readings(env: SARModel) -> dict[str, float]:
 
 PAGE = Page("sar", "SAR slicing", SARModel, SARConfig,
             ("K", "d", "N", "p", "attacker", "mitigation_p", "min_observations", "rounds"),
-            sar_agents, sar_measures, sar_readings, fixed={"K": 30, "d": 20, "N": 10},
+            sar_agents, sar_measures, sar_readings, size="K", fixed={"K": 30, "d": 20, "N": 10},
             display_max={"K": 300, "d": 200, "min_observations": 200, "rounds": 400})
