@@ -29,7 +29,7 @@ from privgames.analysis.cli import UsageError, parse_value
 from privgames.analysis.experiments import GAMES
 from privgames.analysis.guard import check_one
 from privgames.analysis.parameters import allowed_values, meanings
-from privgames.environments.config import ConfigError
+from privgames.environments.config import ConfigError, check_int
 
 #: A page's figure size (inches) and resolution: shown in a half-width card (about 440 px
 #: on a 1400 px screen), where 10 pt text is about 12 px and the 120 dpi image stays sharp.
@@ -186,7 +186,8 @@ class PageModel(mesa.Model):
         self.error: str | None = None
         self.env = None
         try:
-            for name, choices in self.page.choices.items():  # a page's browser is untrusted
+            check_int("agent", agent, 1)  # a page's browser is untrusted
+            for name, choices in self.page.choices.items():
                 if name in kwargs and kwargs[name] not in choices():
                     raise ConfigError(f"{name}={kwargs[name]!r} is not offered on this page: "
                                       f"{name} must be one of {', '.join(choices())}")
@@ -212,7 +213,7 @@ class PageModel(mesa.Model):
         """The numbers the page prints: its readings, then the selected agent's."""
         found = self.page.readings(self.env)
         if self.page.detail is not None:
-            found.update(self.page.detail(self.env, max(int(self.agent), 1)))
+            found.update(self.page.detail(self.env, self.agent))
         return found
 
     @classmethod

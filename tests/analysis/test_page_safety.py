@@ -168,3 +168,14 @@ def test_a_page_refuses_a_model_larger_than_memory_whatever_the_browser_sends():
     assert model.env is None and model.error.startswith("K=10000 needs about")
     assert "lower K" in model.error
     assert PageModel.of(page)(**page.defaults()).error is None
+
+
+def test_a_page_refuses_an_agent_that_is_not_a_positive_integer():
+    """The ``agent`` input comes from the browser: anything but an integer >= 1 is the
+    page's one-line message, not a traceback when the table is drawn."""
+    from privgames.analysis.pages import PageModel, all_pages
+
+    page = all_pages()["bas"]
+    for bad in ("x", 0, 2.5):
+        model = PageModel.of(page)(agent=bad, **page.defaults())
+        assert model.env is None and model.error.startswith(f"agent={bad!r}")
