@@ -64,7 +64,7 @@ def learning_measures(env: LearningModel) -> Figure:
     ax.plot(rounds, distance, label="last iterate")
     ax.axhline(0.0, color="grey", linewidth=0.8, label="NE (distance 0)")
     ax.set(xlabel="round", ylabel="distance to the NE", title="distance")
-    bx.plot(rounds, regret, label="largest average regret")
+    bx.plot(rounds, regret, color="C1", label="largest average regret")
     bound = env.learner.regret_bound(env.config.rounds)
     if bound is not None:
         bx.plot(rounds, [env.learner.regret_bound(t) / t for t in rounds], **THEORY,
