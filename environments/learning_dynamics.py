@@ -178,14 +178,18 @@ class LearningConfig:
 
     def _shard_footprint(self) -> Footprint:
         """With ``backend=ray``, the largest shard's arrays (about nine ``agents/shards x
-        grid`` float arrays) and, with ``history``, the driver's ``rounds x agents``."""
+        grid`` float arrays; under incomplete information twice the rows and actions, and the
+        analyst's type profiles, a byte each) and, with ``history``, the driver's ``rounds x
+        agents``."""
         shards = 1 if self.shards == "auto" else self.shards
-        cells = float(-(-self.agents // shards)) * self.grid_points
-        peak = max(90.0 * cells + 600.0 * self.agents / shards,
+        bayes = self.game == "pricing-bayes"
+        share = float(-(-self.agents // shards))
+        cells = share * self.grid_points * (4 if bayes else 1)
+        peak = max(90.0 * cells + (600.0 + (300.0 if bayes else 0.0)) * share,
                    8.0 * self.rounds * self.agents if self.history else 0.0)
         driver = "rounds" if self.history and peak > 90.0 * cells else "agents"
         return Footprint(peak, 30.0 * self.agents * self.grid_points * self.rounds
-                         * self.starts, driver)
+                         * self.starts * (35 if bayes else 1), driver)
 
     def __post_init__(self) -> None:
         check_choice("game", self.game, GAMES)

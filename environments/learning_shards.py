@@ -145,12 +145,18 @@ class ShardedLearningModel(Environment):
         return pd.DataFrame(self.state.rows)
 
     def last_iterate(self) -> NDArray:
-        """Every agent's last iterate, gathered from the shards: O(agents), on request."""
-        return np.concatenate(self.run_.call("iterate"))
+        """Every agent's last iterate, gathered from the shards: O(agents), on request (under
+        incomplete information the rows ``t N + i``, as the in-process engine's)."""
+        return np.concatenate(self.run_.call("iterate"), axis=1).ravel()
 
     def agent(self, index: int) -> AgentView:
-        """Agent ``index``, read from the shard that owns it."""
-        return self.run_.on(self.run_.owner(index), "view", index)
+        """Agent ``index`` (under incomplete information a row, client ``index % agents``),
+        read from the shard that owns it."""
+        agents = self.config.agents
+        if not 0 <= index < self.slice_.ROWS * agents:
+            raise ConfigError(f"agent={index!r} is out of range: agents are 0 to "
+                              f"{self.slice_.ROWS * agents - 1}")
+        return self.run_.on(self.run_.owner(index % agents), "view", index)
 
     def distance(self) -> float:
         return self.state.rows[-1]["distance"]
@@ -159,7 +165,7 @@ class ShardedLearningModel(Environment):
         return self.state.rows[-1]["nash_gap_relative"]
 
     def subgame_gap_relative(self) -> None:
-        """``None``: the games over shards are simultaneous."""
+        """``None``: the games over shards are simultaneous (Bayesian ones included)."""
         return None
 
     def max_average_regret(self, units: str = "learner") -> float:
@@ -185,7 +191,8 @@ class ShardedLearningModel(Environment):
 
     def azuma(self) -> float:
         """As :meth:`LearningModel.azuma`."""
-        return math.sqrt(2.0 * math.log(2.0 * self.config.agents / AZUMA_DELTA)
+        rows = self.slice_.ROWS * self.config.agents
+        return math.sqrt(2.0 * math.log(2.0 * rows / AZUMA_DELTA)
                          / max(self.steps, 1))
 
     def outcome(self) -> dict:

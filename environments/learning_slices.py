@@ -22,6 +22,11 @@ bas        ``max beta``, ``sum alpha``; the grid NE's   the blocks' sums of ``si
 sar        nothing                                      the participants' count
 ppsp       the weights' sums (Theorem 4's ``c``), the   each shard's two largest and two
            preferred ``c``'s extremes (the grid)        smallest ``c``
+pricing-   the optimum (the first shard's); 64 scale    clients per (type, action) this round
+bayes      rounds' counts and release sums              and per (profile, type, action) over
+                                                        the analyst's profiles (integers,
+                                                        exact in any sum); bandit: the
+                                                        release's ``sum w e``, ``sum e``
 =========  ===========================================  =======================================
 
 Sums travel as one partial per block of 1,024 agents, so every number is the same at any shard
@@ -51,6 +56,7 @@ from privgames.environments.shards import (
 from privgames.environments.streams import child, generator
 from privgames.mechanisms import chain, ppsp, pricing
 from privgames.mechanisms.learning_games import (
+    BayesRules,
     SARGame,
     _own_grid,
     bas_chain_replies,
@@ -66,12 +72,15 @@ from privgames.mechanisms.learning_games import (
     release_loss,
     scales_from,
     snap_to,
+    type_profiles,
 )
+from privgames.mechanisms.pricing_bayes import BinaryGame
 
 #: Streams of the population's seed: the types, the learners' draws, the release, the scales
-#: (each per block), the starts (``(START, start_run)``, then the block), and the draws every
-#: agent shares (``(COMMON, 0)`` a round's, ``(COMMON, 1)`` the scale rounds').
-TYPES, ACT, RELEASE, SCALES, START, COMMON = range(6)
+#: (each per block), the starts (``(START, start_run)``, then the block), the draws every
+#: agent shares (``(COMMON, 0)`` a round's, ``(COMMON, 1)`` the scale rounds'), and the types
+#: drawn each round under incomplete information (per block).
+TYPES, ACT, RELEASE, SCALES, START, COMMON, ROUND_TYPES = range(7)
 #: Rounds of realized costs at the grid's middle that set the bandit learners' ranges.
 SCALE_DRAWS = 64
 
@@ -96,12 +105,13 @@ class AgentView:
     reference: float
 
 
-def block_hashes(values: NDArray, start: int) -> NDArray:
-    """One 32-bit hash per block of ``values`` (as floats: their sum over the blocks is exact
-    and the same at any shard count), so that the driver tells a profile it saw before."""
-    return np.array([float(int.from_bytes(hashlib.blake2b(values[k:k + BLOCK].tobytes(),
+def block_hashes(values: NDArray) -> NDArray:
+    """One 32-bit hash per block of agents of ``values`` (``(rows per agent, agents)``; as
+    floats: their sum over the blocks is exact and the same at any shard count), so that the
+    driver tells a profile it saw before."""
+    return np.array([float(int.from_bytes(hashlib.blake2b(values[:, k:k + BLOCK].tobytes(),
                                                           digest_size=4).digest(), "big"))
-                     for k in range(0, values.size, BLOCK)])
+                     for k in range(0, values.shape[1], BLOCK)])
 
 
 class GameSlice:
@@ -116,10 +126,14 @@ class GameSlice:
 
     SETUP: ClassVar[tuple[tuple[str, str], ...]] = ()
     log_scale: ClassVar[bool] = False
+    #: Learner rows per agent (``pricing-bayes``: one per type), kept as ``t size + i``.
+    ROWS: ClassVar[int] = 1
 
     def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
                  start_run: int = 0) -> None:
         self.c, self.start, self.n, self.size = config, start, config.agents, stop - start
+        self.rows = self.ROWS * self.size
+        self.active: NDArray | None = None  # the rows that play this round (None: all)
         self.full = config.resolved_feedback == "full"
         (self.type_stream, self.act_stream, self.release_stream,
          self.scale_stream) = (BlockStreams(seed, k, start, stop, self.n) for k in range(4))
@@ -158,6 +172,17 @@ class GameSlice:
         """Each agent's share of the social cost (by default its own cost)."""
         return own
 
+    def _social_sums(self, v: NDArray, totals: dict, own: NDArray) -> NDArray:
+        """The social cost of ``v`` as block sums (:meth:`_social`'s shares)."""
+        return block_sums(self._social(v, totals, own), self.start)
+
+    def _deviation(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
+        """Each agent's cost at ``v`` and its best on the grid against it."""
+        return self._costs(v, totals, v[:, None])[:, 0], self._costs(v, totals).min(axis=1)
+
+    def _begin_round(self) -> None:
+        """What is drawn before a round is played (pricing-bayes: the clients' types)."""
+
     def _private(self, i: int) -> dict[str, float]:
         """Agent ``i``'s (local index) private type by name."""
         return {}
@@ -188,21 +213,30 @@ class GameSlice:
         return self._release_partials(self.middle, self._scale_draws,
                                       self._profile_partials(self.middle))
 
-    def set_scales(self, totals: dict) -> None:
+    def _scales(self, totals: dict) -> tuple[NDArray, ...]:
         """Each agent's cost span and realized range at the middle (as
-        :meth:`~privgames.mechanisms.learning_games.GridGame.scales`), then its learner."""
+        :meth:`~privgames.mechanisms.learning_games.GridGame.scales`)."""
         costs = self._costs(self.middle, totals)
         finite = np.where(np.isfinite(costs), costs, np.nan)
         lo, hi = np.nanmin(finite, axis=1), np.nanmax(finite, axis=1)
-        self.span, self.low, self.high = scales_from(lo, hi, self._realized(
-            self.middle, self._scale_draws, totals, self.scale_stream, self.common_scales,
-            SCALE_DRAWS))
+        return scales_from(lo, hi, self._realized(self.middle, self._scale_draws, totals,
+                                                  self.scale_stream, self.common_scales,
+                                                  SCALE_DRAWS))
+
+    def _row_uniform(self, stream: BlockStreams) -> NDArray:
+        """One uniform per learner row (rows ``t size + i``)."""
+        return stream.uniform() if self.ROWS == 1 else stream.uniform(self.ROWS).ravel()
+
+    def set_scales(self, totals: dict) -> None:
+        """The learners' units (:meth:`_scales`), then the learners."""
+        self.span, self.low, self.high = self._scales(totals)
         c = self.c
-        start = start_actions(c.start, c.learner, self.grid.size, self.start_stream.uniform())
-        self.learner = make_grid_learner(c.learner, self.grid, self.size, c.rounds,
+        start = start_actions(c.start, c.learner, self.grid.size,
+                              self._row_uniform(self.start_stream))
+        self.learner = make_grid_learner(c.learner, self.grid, self.rows, c.rounds,
                                          c.resolved_feedback, self.span, self.low, self.high,
                                          c.step_size, start)
-        self.sums = RegretSums(self.size, self.grid.size, self.full, self.span, self.low,
+        self.sums = RegretSums(self.rows, self.grid.size, self.full, self.span, self.low,
                                self.high)
         self.mode = self.learner.current()
 
@@ -216,7 +250,8 @@ class GameSlice:
     # --- a round -----------------------------------------------------------------------------
     def act(self) -> Partials:
         """Every agent plays (bandit: and the release is drawn)."""
-        u = self.act_stream.uniform() if self.learner.draws else None
+        self._begin_round()
+        u = self._row_uniform(self.act_stream) if self.learner.draws else None
         v = self.values = self.learner.act_with(u)
         partials = self._profile_partials(v)
         if not self.full:
@@ -230,15 +265,15 @@ class GameSlice:
         costs = self._costs(v, totals)
         feedback = costs if self.full else self._realized(v, self.draws, totals,
                                                           self.release_stream, self.common, None)
-        self.learner.observe(feedback, None)
+        self.learner.observe(feedback, self.active)
         own = self._costs(v, totals, v[:, None])
-        capped, infinite = self.sums.add(costs, own, self.learner)
+        capped, infinite = self.sums.add(costs, own, self.learner, self.active)
         mode = self.learner.current()
         changed = not np.array_equal(mode, self.mode)
         self.mode = mode
         partials = self._profile_partials(mode, prefix="mode_")
-        partials.sums["social"] = block_sums(self._social(v, totals, own[:, 0]), self.start)
-        partials.sums["mode_hash"] = block_hashes(mode, self.start)
+        partials.sums["social"] = self._social_sums(v, totals, own[:, 0])
+        partials.sums["mode_hash"] = block_hashes(mode.reshape(self.ROWS, -1))
         distance = self._distance_partials(mode)
         partials.sums.update(distance.sums)
         s = self.sums
@@ -264,22 +299,23 @@ class GameSlice:
         reference profile or the optimum's, from its aggregates."""
         t = {k[len(which) + 1:]: v for k, v in totals.items() if k.startswith(f"{which}_")}
         m = self._profile(which)
-        own = self._costs(m, t, m[:, None])[:, 0]
-        best = self._costs(m, t).min(axis=1)
+        own, best = self._deviation(m, t)
         with np.errstate(over="ignore"):
             gain = deviation_gain(own, best) / self.span
-        return Partials({"social": block_sums(self._social(m, t, own), self.start),
+        return Partials({"social": self._social_sums(m, t, own),
                          "opted_out": block_sums(np.isinf(m), self.start)},
                         {"nash_gap": float(np.max(gain)),
                          "nash_gap_relative": float(np.max(relative_gain(own, best)))})
 
     def iterate(self) -> NDArray:
-        """These agents' last iterate (what ``history=true`` gathers)."""
-        return self.mode
+        """These agents' last iterate, ``(ROWS, size)`` (what ``history=true`` gathers)."""
+        return self.mode.reshape(self.ROWS, -1)
 
     def view(self, agent: int) -> AgentView:
-        """Agent ``agent`` as this shard holds it, made on access."""
-        i = agent - self.start
+        """Agent ``agent`` as this shard holds it, made on access (under incomplete
+        information: the row ``t N + i``, client ``i`` of type ``t``)."""
+        t, client = divmod(agent, self.n)
+        i = t * self.size + client - self.start
         strategy = (np.zeros(self.grid.size) if self.learner.drawn_from is None
                     else self.learner.drawn_from[i].copy())
         predicted = next(iter(self.references.values()))
@@ -599,6 +635,167 @@ class PPSPSlice(GameSlice):
                              common.standard_normal(rows))
 
 
+class BayesPricingSlice(GameSlice):
+    """Clients ``[start, stop)`` of pricing under incomplete information (as
+    :class:`~privgames.mechanisms.learning_games.BayesPricingGame`): two learner rows a client
+    (``t size + i`` here, ``t N + i`` in the population), its type drawn each round from its
+    block's stream, the analyst's type profiles drawn per block. Every cost comes from the
+    counts of clients per (profile, type, action) (:class:`~privgames.mechanisms.
+    learning_games.BayesRules`): integers, so they add up exactly over shards; each shard
+    sends its counts whole (``(S 2 2m, 1)``: a few hundred kB at the default 128 profiles)."""
+
+    ROWS = 2
+    SETUP = (("optimum_partials", "all"),)
+    log_scale = True
+
+    def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
+                 start_run: int = 0) -> None:
+        super().__init__(config, seed, start, stop, start_run)
+        c = config
+        self.rules = BayesRules(BinaryGame(c.agents, c.alpha_L, c.alpha_H, c.p_low,
+                                           aggregation=c.aggregation),
+                                c.pricing, c.grid_points, c.grid)
+        self.eta = self.rules.bayes.eta
+        self.round_types = BlockStreams(seed, ROUND_TYPES, start, stop, self.n)
+        self.grid = self.rules.grid
+        self.row_type = np.repeat(np.arange(2), self.size)
+        self.client = np.tile(np.arange(self.size), 2)
+        self.profiles, self.weights = type_profiles(self.n, self.eta, self.type_stream.uniform,
+                                                    slice(start, stop))
+        self.references = {name: self.rules.row_actions(rho, s, self.row_type)
+                           for name, (rho, s) in self.rules.strategies.items()}
+        self.types = np.zeros(self.size, dtype=np.int8)
+
+    def optimum_partials(self, totals: dict) -> Partials:
+        """The optimum's expected social cost (the theory's, computed by the first shard)."""
+        return Partials(maxima={"optimum": self.rules.optimum() if self.start == 0
+                                else -math.inf})
+
+    @classmethod
+    def optimum_from(cls, totals: dict, config: Any) -> float:
+        return totals["optimum"]
+
+    def _private(self, i: int) -> dict[str, float]:
+        t = i // self.size
+        return {"type": float(t), "alpha": float(self.rules.bayes.alpha[t])}
+
+    def _begin_round(self) -> None:
+        self.types = (self.round_types.uniform() >= self.eta).astype(np.int8)
+        self.active = np.concatenate([self.types == 0, self.types == 1])
+
+    def _actions(self, v: NDArray, types: NDArray) -> NDArray:
+        """Each client's action under ``types`` (its row of its type)."""
+        return v.astype(np.int64)[types.astype(np.int64) * self.size + np.arange(self.size)]
+
+    def _counts(self, v: NDArray, types: NDArray) -> NDArray:
+        """Clients per (profile, type, action) as one column (integers: exact in any sum)."""
+        return self.rules.counts(self._actions(v, types), types).reshape(-1, 1)
+
+    def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
+        return Partials({f"{prefix}counts": self._counts(v, self.types[None]),
+                         f"{prefix}profile_counts": self._counts(v, self.profiles)})
+
+    def _interim(self, v: NDArray, counts: NDArray, types: NDArray, p: NDArray,
+                 candidates: NDArray | None = None) -> NDArray:
+        """Every row's cost of each candidate over profiles ``types`` (weights ``p``) whose
+        combined counts are ``counts``."""
+        cand = (np.broadcast_to(self.grid, (self.rows, self.grid.size)) if candidates is None
+                else candidates)
+        return self.rules.interim(self.rules.totals(counts.reshape(len(p), 2, -1)), p,
+                                  self._actions(v, types), self.client, self.row_type, cand)
+
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+        """This round's costs of the rows that play (0 for the others)."""
+        costs = self._interim(v, totals["counts"], self.types[None], np.ones(1), candidates)
+        return np.where(self.active[:, None], costs, 0.0)
+
+    def _release(self, v: NDArray, types: NDArray) -> tuple[NDArray, NDArray]:
+        """Each client's report and noise level under ``types``."""
+        return self.rules.decode(self._actions(v, types))
+
+    def _draw(self, v: NDArray, stream: BlockStreams, rows: int | None) -> NDArray:
+        """The release noise each client adds, ``N(0, sigma^2)``."""
+        return stream.normal() * self._release(v, self.types)[1]
+
+    def _release_partials(self, v: NDArray, noise: NDArray, partials: Partials) -> Partials:
+        w = self.rules.weight[self._release(v, self.types)[0]]
+        partials.sums.update({"w_noise": block_sums(w * noise, self.start),
+                              "noise": block_sums(noise, self.start)})
+        return partials
+
+    def _realized_rows(self, types: NDArray, noise: NDArray, counts: NDArray, w_noise: float,
+                       noise_sum: float, v: NDArray) -> NDArray:
+        """The playing rows' realized costs (NaN for the others): the round's sums of the
+        weights and the reports of L from its counts."""
+        report, sigma = self._release(v, types)
+        total = self.rules.totals(counts.reshape(1, 2, -1))[:, 0]
+        out = np.full(self.rows, np.nan)
+        out[types.astype(np.int64) * self.size + np.arange(self.size)] = self.rules.realized(
+            types, report, sigma, noise, float(w_noise), total[0], float(noise_sum),
+            int(round(total[3])))
+        return out
+
+    def _realized(self, v: NDArray, noise: NDArray, totals: dict, stream: BlockStreams,
+                  common: np.random.Generator, rows: int | None) -> NDArray:
+        return np.nan_to_num(self._realized_rows(self.types, noise, totals["counts"],
+                                                 totals["w_noise"], totals["noise"], v),
+                             nan=0.0)
+
+    def middle_partials(self, totals: dict) -> Partials:
+        """:data:`SCALE_DRAWS` rounds, each with its clients' types drawn, every row
+        truthful at the middle level: their counts and release sums."""
+        m = self.rules.m_levels
+        self.middle = self.row_type * m + (m - 1) // 2.0
+        self._scale_types = (self.round_types.uniform(SCALE_DRAWS) >= self.eta).astype(np.int8)
+        self._scale_noise = self.scale_stream.normal(SCALE_DRAWS) * self.rules.levels[(m - 1)
+                                                                                     // 2]
+        w = self.rules.weight[self._scale_types]  # truthful: the report is the type
+        return Partials({"scale_counts": np.stack([self._counts(self.middle, t[None])[:, 0]
+                                                   for t in self._scale_types])[..., None],
+                         "scale_w_noise": block_sums(w * self._scale_noise, self.start),
+                         "scale_noise": block_sums(self._scale_noise, self.start)})
+
+    def _scales(self, totals: dict) -> tuple[NDArray, ...]:
+        """As :meth:`~privgames.mechanisms.learning_games.GridGame.scales`: each row's cost
+        span over the scale rounds it played, and its realized costs there."""
+        lo, hi = np.full(self.rows, np.nan), np.full(self.rows, np.nan)
+        samples = []
+        for k, types in enumerate(self._scale_types):
+            on = np.concatenate([types == 0, types == 1])
+            every = self._interim(self.middle, totals["scale_counts"][k], types[None],
+                                  np.ones(1))
+            finite = np.where(np.isfinite(every) & on[:, None], every, np.nan)
+            lo = np.fmin(lo, np.nanmin(finite, axis=1, initial=np.inf))
+            hi = np.fmax(hi, np.nanmax(finite, axis=1, initial=-np.inf))
+            samples.append(self._realized_rows(types, self._scale_noise[k],
+                                               totals["scale_counts"][k],
+                                               totals["scale_w_noise"][k],
+                                               totals["scale_noise"][k], self.middle))
+        unseen = ~np.isfinite(lo)  # a row whose type never came up: as if it played the last
+        c = np.where(np.isfinite(every), every, np.nan)[unseen]
+        lo[unseen] = np.nanmin(c, axis=1, initial=np.inf)
+        hi[unseen] = np.nanmax(c, axis=1, initial=-np.inf)
+        return scales_from(lo, hi, samples)
+
+    def _deviation(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
+        """Each row's interim expected cost and its best on the grid (over the profiles)."""
+        interim = self._interim(v, totals["profile_counts"], self.profiles, self.weights)
+        return interim[np.arange(self.rows), v.astype(int)], interim.min(axis=1)
+
+    def _social_sums(self, v: NDArray, totals: dict, own: NDArray) -> NDArray:
+        """The expected social cost over the profiles, from their combined counts (one
+        number, sent by the first shard)."""
+        if self.start:
+            return np.zeros(1)
+        counts = totals["profile_counts"].reshape(len(self.weights), 2, -1)
+        return np.array([self.rules.social(counts, self.weights)])
+
+    def _distance_partials(self, mode: NDArray) -> Partials:
+        return Partials(maxima={f"distance_{name}": float(self.rules.row_distances(
+            mode, ref).max()) for name, ref in self.references.items()})
+
+
 #: The slice of each game that runs over shards.
 SLICES: dict[str, type[GameSlice]] = {"bas": BASSlice, "sar": SARSlice, "ppsp": PPSPSlice,
-                                      "pricing": PricingSlice}
+                                      "pricing": PricingSlice,
+                                      "pricing-bayes": BayesPricingSlice}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -93,9 +94,10 @@ class GridGame(ABC):
                 lo = np.fmin(lo, np.nanmin(finite, axis=1, initial=np.inf))
                 hi = np.fmax(hi, np.nanmax(finite, axis=1, initial=-np.inf))
             samples.append(np.where(on, self.realized(middle, rng), np.nan))
-        unseen = ~np.isfinite(lo)  # a row whose type never came up in the draws (a rare type):
-        if unseen.any():  # its costs at the middle all the same, as the theory defines them
-            c = np.where(np.isfinite(self.costs(middle)), self.costs(middle), np.nan)[unseen]
+        unseen = ~np.isfinite(lo)  # a row whose type never came up in the draws (a rare
+        if unseen.any():  # type): its costs at the middle as if it had played the last draw
+            every = self.row_costs(middle)
+            c = np.where(np.isfinite(every), every, np.nan)[unseen]
             lo[unseen] = np.nanmin(c, axis=1, initial=np.inf)
             hi[unseen] = np.nanmax(c, axis=1, initial=-np.inf)
         return scales_from(lo, hi, samples)
@@ -104,6 +106,10 @@ class GridGame(ABC):
     def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
         """Expected cost of agent ``i`` playing ``candidates[i, j]`` (default: the grid) while
         the others play ``values``; ``(n, k)``."""
+
+    def row_costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
+        """Every agent's :meth:`costs`, also where it does not play this round."""
+        return self.costs(values, candidates)
 
     @abstractmethod
     def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
@@ -543,42 +549,49 @@ class PricingGame(GridGame):
 TYPE_PROFILES = 128
 
 
-class BayesPricingGame(GridGame):
-    """Pricing FL under incomplete information (section IV) in agent form: each client has a
-    row for each of its two types, and every round each client's type is drawn afresh from the
-    prior (L with probability ``eta``), so only the row of its drawn type plays and learns
-    (:attr:`active`). Row ``t N + i`` is client ``i`` of type ``t`` (0 = L). The time-averaged
-    play of no-regret rows is a Bayesian coarse correlated equilibrium (Hartline, Syrgkanis &
-    Tardos 2015); the agent-form regret is what the analyst measures.
+def type_profiles(N: int, eta: float, uniform: Callable[[int], NDArray],
+                  clients: slice = slice(None)) -> tuple[NDArray, NDArray]:
+    """The analyst's type profiles of the ``clients`` (columns; 1 = H) and their weights:
+    all ``2^N`` with their prior probabilities when there are at most :data:`TYPE_PROFILES`,
+    else that many drawn from the prior with ``uniform(k)`` (``k`` rows of the clients'
+    uniforms)."""
+    if 2**N <= TYPE_PROFILES:
+        bits = (np.arange(2**N)[:, None] >> np.arange(N)) & 1
+        prior = np.where(bits == 0, eta, 1.0 - eta).prod(axis=1)
+        return bits[:, clients].astype(np.int8), prior
+    return ((uniform(TYPE_PROFILES) >= eta).astype(np.int8),
+            np.full(TYPE_PROFILES, 1.0 / TYPE_PROFILES))
 
-    An action is a report and a noise: grid index ``j`` reports type ``j // m`` and adds
-    ``levels[j % m]``, the ``m`` levels log-spaced from a third of the theory's smallest
-    noise to three times its largest (its profiles already span over a decade). A row's cost,
-    given the others' realized types and actions, is eq (13)'s integrand (what
-    :func:`~privgames.mechanisms.pricing_bayes.expected_cost` averages over the count of L
-    types), with Definition 5's prices as derived (``prices``) or none; the MLE
-    weights follow the reports. A realized cost draws the release's noise, as
-    :class:`PricingGame` does, and the realized penalty ``beta (n_i - mean n)^2``.
 
-    The analyst's deviation gains and social costs are interim expectations over the others'
-    types (:data:`TYPE_PROFILES`, drawn from ``rng`` when they are not all enumerated); the
-    optimum is the exact expected social cost at the type-contingent optimum.
+class BayesRules:
+    """What pricing-bayes' costs need besides the profile, the same for every client: the
+    mechanism, the noise levels, the reports' MLE weights and the theory's symmetric
+    strategies (each shard of a population holds them whole).
+
+    A profile enters a row's cost only through the sums over clients of :attr:`parts` (the
+    MLE weight ``w``, ``w^2 sigma^2``, ``sigma^2``, a report of L), less its own client's.
+    Those sums are taken from the counts of clients per (type profile, type, action)
+    (:meth:`counts`): integers, so they add up exactly in any order, over shards too, and
+    every row's arithmetic after them is elementwise, so a row's cost does not depend on how
+    many rows are computed with it.
+
+    Attributes:
+        levels: the ``m`` noise levels. grid: the actions ``0 .. 2m - 1`` (index ``j``
+            reports type ``j // m`` and adds ``levels[j % m]``). weight: each report's MLE
+            weight. parts: ``(4, 2m)``, each action's summands. strategies: the theory's
+            symmetric profiles by name, ``(rho, s)``, the predicted one first.
     """
 
-    log_scale = True
-
-    def __init__(self, game: BinaryGame, prices: bool, rng: np.random.Generator,
-                 grid_points: int = 21, grid: ArrayLike | None = None) -> None:
+    def __init__(self, game: BinaryGame, prices: bool, grid_points: int = 21,
+                 grid: ArrayLike | None = None) -> None:
         self.bayes = game
         self.design = design(game)
         full = self.design["mechanism"]
         self.mechanism = full if prices else Mechanism(target=full.target)
         self.prices = prices
-        self.N = game.N
-        self.n = 2 * game.N
         self.reports_matter = prices or game.aggregation == "mle"
-        self.profiles_of_reference = self._reference_strategies()
-        noises = np.concatenate([s for _, s in self.profiles_of_reference.values()])
+        self.strategies = self._reference_strategies()
+        noises = np.concatenate([s for _, s in self.strategies.values()])
         self.levels = _own_grid(grid, np.geomspace(noises.min() / 3.0, noises.max() * 3.0,
                                                    _check_grid_points(grid_points)),
                                 opt_out=False)
@@ -589,46 +602,10 @@ class BayesPricingGame(GridGame):
         self.grid = np.arange(2.0 * self.m_levels)
         self.weight = (1.0 / np.asarray(full.target) ** 2 if game.aggregation == "mle"
                        else np.ones(2))
-        self.client = np.arange(self.n) % self.N
-        self.row_type = np.arange(self.n) // self.N
-        self.types = np.zeros(self.N, dtype=int)
-        self.active = self.row_type == 0
-        self.profiles, self.profile_weights = self._type_profiles(rng)
+        report, sigma = self.decode(self.grid)
+        w = self.weight[report]
+        self.parts = np.stack([w, w**2 * sigma**2, sigma**2, (report == 0).astype(float)])
 
-    # --- the protocol -------------------------------------------------------------------------
-    def begin_round(self, rng: np.random.Generator) -> None:
-        """Each client's type this round, drawn from the prior."""
-        self.types = (rng.random(self.N) >= self.bayes.eta).astype(int)
-        self.active = self.row_type == self.types[self.client]
-
-    def middle(self) -> NDArray:
-        """Every row reports its type truthfully at the middle level."""
-        return self.row_type * self.m_levels + (self.m_levels - 1) // 2.0
-
-    def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
-        """This round's costs of the rows that play (0 for the others)."""
-        c = self._expected(values, self.types[None, :], np.ones(1), candidates)
-        return np.where(self.active[:, None], c, 0.0)
-
-    def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
-        g, mech = self.bayes, self.mechanism
-        report, sigma = self.decode(values)
-        rows = self.types * self.N + np.arange(self.N)
-        a, s, t = report[rows], sigma[rows], self.types
-        noise = rng.standard_normal(self.N) * s
-        w = self.weight[a]
-        error = float(np.sum(w * noise) / np.sum(w))
-        accuracy = release_loss(error, g.kappa, g.L_F)
-        spread = noise - noise.mean()
-        reported_l = int(np.sum(a == 0))
-        own = ((1.0 - g.alpha[t]) * accuracy + g.alpha[t] * g.c * g.S / s
-               + np.asarray(mech.beta)[a] * spread**2
-               - np.asarray(mech.reward)[a] * g.all_counts[reported_l] - mech.q)
-        out = np.zeros(self.n)
-        out[rows] = own
-        return out
-
-    # --- actions and the theory's profiles ---------------------------------------------------
     def decode(self, values: ArrayLike) -> tuple[NDArray, NDArray]:
         """Grid indices to ``(report, noise)``."""
         j = np.asarray(values).astype(int)
@@ -653,75 +630,200 @@ class BayesPricingGame(GridGame):
         return {**first, **{k: (CASES[k], case_equilibrium(self.bayes, self.mechanism,
                                                             CASES[k])) for k in names}}
 
-    def references(self) -> dict[str, NDArray]:
-        return {name: self._row_actions(rho, s)
-                for name, (rho, s) in self.profiles_of_reference.items()}
-
-    def _row_actions(self, rho: tuple[int, int], s: NDArray) -> NDArray:
+    def row_actions(self, rho: tuple[int, int], s: NDArray, row_type: NDArray) -> NDArray:
         """The symmetric strategy ``(rho, s)`` as each row's grid action (nearest level)."""
-        t = self.row_type
-        gap = np.abs(np.log(np.asarray(s)[t])[:, None] - np.log(self.levels)[None, :])
-        return np.asarray(rho)[t] * self.m_levels + gap.argmin(axis=1).astype(float)
+        gap = np.abs(np.log(np.asarray(s)[row_type])[:, None] - np.log(self.levels)[None, :])
+        return np.asarray(rho)[row_type] * self.m_levels + gap.argmin(axis=1).astype(float)
 
-    def distance(self, values: NDArray, reference: NDArray) -> float:
-        """Largest distance of a row's action from the reference's: 1 for another report
-        (where reports matter), else the gap in log noise over the levels' log width."""
+    def row_distances(self, values: NDArray, reference: NDArray) -> NDArray:
+        """Each row's distance from the reference's action: 1 for another report (where
+        reports matter), else the gap in log noise over the levels' log width."""
         (ra, sa), (rb, sb) = self.decode(values), self.decode(reference)
         width = max(math.log(self.levels[-1] / self.levels[0]), 1e-300)
         d = np.minimum(np.abs(np.log(sa / sb)) / width, 1.0)
-        if self.reports_matter:
-            d = np.where(ra != rb, 1.0, d)
-        return float(d.max())
+        return np.where(ra != rb, 1.0, d) if self.reports_matter else d
+
+    # --- sums from counts ---------------------------------------------------------------------
+    def counts(self, actions: NDArray, types: NDArray) -> NDArray:
+        """Clients per (profile, type, action), ``(S, 2, 2m)``, from each client's action in
+        each profile ``actions`` (``(S, C)``, its row of the profile's type) and ``types``."""
+        k = self.grid.size
+        out = np.zeros((len(actions), 2 * k))
+        step = max(1, (1 << 22) // max(actions.shape[1], 1))  # a few MB of indices at once
+        for s0 in range(0, len(actions), step):
+            part = slice(s0, s0 + step)
+            index = types[part].astype(np.int64) * k + actions[part]
+            index += (np.arange(index.shape[0]) * 2 * k)[:, None]
+            out[part] = np.bincount(index.ravel(), minlength=out[part].size).reshape(-1, 2 * k)
+        return out.reshape(len(actions), 2, k)
+
+    def totals(self, counts: NDArray) -> NDArray:
+        """The clients' sums of :attr:`parts` per profile, ``(4, S)``."""
+        return (counts.sum(axis=1)[None, :, :] * self.parts[:, None, :]).sum(axis=-1)
+
+    # --- costs --------------------------------------------------------------------------------
+    def interim(self, totals: NDArray, p: ArrayLike, actions: NDArray, client: NDArray,
+                row_type: NDArray, candidates: NDArray) -> NDArray:
+        """Each row's cost of each candidate averaged over profiles with weights ``p``: eq
+        (13)'s integrand given the others' sums, ``totals`` (:meth:`totals`) less its client's
+        own :attr:`parts` (its action ``actions[:, client]`` in each profile). The penalty and
+        reward are linear in the others' sums, so their averages are taken first."""
+        g, mech = self.bayes, self.mechanism
+        p = np.asarray(p, dtype=float) / np.sum(p)
+        ca, cs = self.decode(candidates)
+        wc = self.weight[ca]
+        own_v = (wc * cs) ** 2
+        accuracy, out = np.zeros(cs.shape), np.empty(cs.shape)
+        chunk = max(1, (1 << 16) // cs.shape[1])  # rows at once
+        for r0 in range(0, cs.shape[0], chunk):
+            r = slice(r0, r0 + chunk)
+            others = totals[:, :, None] - self.parts[:, actions[:, client[r]]]  # (4, S, rows)
+            reported_l = np.rint(others[3]).astype(int)
+            l_joins, l_stays, squares = (np.zeros(others.shape[2]) for _ in range(3))
+            for s in range(p.size):  # elementwise over rows: the same floats in any chunk
+                l_joins += p[s] * g.all_counts[reported_l[s] + 1]
+                l_stays += p[s] * g.all_counts[reported_l[s]]
+                squares += p[s] * others[2, s]
+                d2 = (own_v[r] + others[1, s][:, None]) / np.square(wc[r] + others[0, s][:, None])
+                accuracy[r] += p[s] * (np.sqrt(d2) + d2 / (2.0 * g.L_F))
+            penalty = np.asarray(mech.beta)[ca[r]] * (((g.N - 1) / g.N) ** 2 * cs[r] ** 2
+                                                     + squares[:, None] / g.N**2)
+            count = np.where(ca[r] == 0, l_joins[:, None], l_stays[:, None])
+            alpha = g.alpha[row_type[r]][:, None]
+            out[r] = ((1.0 - alpha) * g.kappa * accuracy[r] + alpha * g.c * g.S / cs[r]
+                      + penalty - np.asarray(mech.reward)[ca[r]] * count - mech.q)
+        return out
+
+    def realized(self, t: NDArray, a: NDArray, s: NDArray, noise: NDArray, w_noise: float,
+                 w: float, noise_sum: float, reported_l: int) -> NDArray:
+        """The realized costs of clients of types ``t`` who reported ``a``, added ``s`` and
+        drew ``noise``, given the round's sums over all clients (``sum w e``, ``sum w``,
+        ``sum e``, the reports of L): the release's error replaces ``Delta`` (as
+        :class:`PricingGame`), the penalty is ``beta (n_i - mean n)^2``."""
+        g, mech = self.bayes, self.mechanism
+        accuracy = release_loss(w_noise / w, g.kappa, g.L_F)
+        spread = noise - noise_sum / g.N
+        return ((1.0 - g.alpha[t]) * accuracy + g.alpha[t] * g.c * g.S / s
+                + np.asarray(mech.beta)[a] * spread**2
+                - np.asarray(mech.reward)[a] * g.all_counts[reported_l] - mech.q)
+
+    def social(self, counts: NDArray, p: ArrayLike) -> float:
+        """The expected ``sum_i J_i`` (prices are transfers) over profiles with weights ``p``,
+        from the counts of clients per (profile, type, action)."""
+        g = self.bayes
+        total = self.totals(counts)
+        accuracy = pricing.loss_bound(np.sqrt(total[1]) / total[0], g.kappa, g.L_F)
+        privacy = g.alpha[:, None] * pricing.privacy_loss(self.decode(self.grid)[1], g.c, g.S)
+        each = (accuracy * (counts.sum(axis=2) * (1.0 - g.alpha)).sum(axis=1)
+                + (counts * privacy[None]).sum(axis=(1, 2)))
+        return float(np.average(each, weights=p))
+
+    def optimum(self) -> float:
+        """The exact expected social cost at the type-contingent optimum."""
+        return expected_social_cost(self.bayes, self.design["target"])
+
+
+class BayesPricingGame(GridGame):
+    """Pricing FL under incomplete information (section IV) in agent form: each client has a
+    row for each of its two types, and every round each client's type is drawn afresh from the
+    prior (L with probability ``eta``), so only the row of its drawn type plays and learns
+    (:attr:`active`). Row ``t N + i`` is client ``i`` of type ``t`` (0 = L). The time-averaged
+    play of no-regret rows is a Bayesian coarse correlated equilibrium (Hartline, Syrgkanis &
+    Tardos 2015); the agent-form regret is what the analyst measures.
+
+    An action is a report and a noise (:class:`BayesRules`: the ``m`` levels log-spaced from a
+    third of the theory's smallest noise to three times its largest, its profiles already
+    spanning over a decade). A row's cost, given the others' realized types and actions, is
+    eq (13)'s integrand (what :func:`~privgames.mechanisms.pricing_bayes.expected_cost`
+    averages over the count of L types), with Definition 5's prices as derived (``prices``)
+    or none; the MLE weights follow the reports. A realized cost draws the release's noise,
+    as :class:`PricingGame` does, and the realized penalty ``beta (n_i - mean n)^2``.
+
+    The analyst's deviation gains and social costs are interim expectations over the others'
+    types (:data:`TYPE_PROFILES`, drawn from ``rng`` when they are not all enumerated); the
+    optimum is the exact expected social cost at the type-contingent optimum.
+    """
+
+    log_scale = True
+
+    def __init__(self, game: BinaryGame, prices: bool, rng: np.random.Generator,
+                 grid_points: int = 21, grid: ArrayLike | None = None) -> None:
+        self.rules = rules = BayesRules(game, prices, grid_points, grid)
+        self.bayes, self.mechanism = game, rules.mechanism
+        self.levels, self.m_levels, self.grid = rules.levels, rules.m_levels, rules.grid
+        self.N, self.n = game.N, 2 * game.N
+        self.client = np.arange(self.n) % self.N
+        self.row_type = np.arange(self.n) // self.N
+        self.types = np.zeros(self.N, dtype=int)
+        self.active = self.row_type == 0
+        self.profiles, self.profile_weights = type_profiles(
+            self.N, game.eta, lambda k: rng.random((k, self.N)))
+
+    # --- the protocol -------------------------------------------------------------------------
+    def begin_round(self, rng: np.random.Generator) -> None:
+        """Each client's type this round, drawn from the prior."""
+        self.types = (rng.random(self.N) >= self.bayes.eta).astype(int)
+        self.active = self.row_type == self.types[self.client]
+
+    def middle(self) -> NDArray:
+        """Every row reports its type truthfully at the middle level."""
+        return self.row_type * self.m_levels + (self.m_levels - 1) // 2.0
+
+    def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
+        """This round's costs of the rows that play (0 for the others)."""
+        return np.where(self.active[:, None], self.row_costs(values, candidates), 0.0)
+
+    def row_costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
+        """Every row's costs as if its type were drawn this round, the others' as drawn."""
+        return self._expected(values, self.types[None, :], np.ones(1), candidates)
+
+    def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
+        report, sigma = self.decode(values)
+        rows = self.types * self.N + np.arange(self.N)
+        a, s = report[rows], sigma[rows]
+        noise = rng.standard_normal(self.N) * s
+        w = self.rules.weight[a]
+        out = np.zeros(self.n)
+        out[rows] = self.rules.realized(self.types, a, s, noise, float(np.sum(w * noise)),
+                                        float(np.sum(w)), float(np.sum(noise)),
+                                        int(np.sum(a == 0)))
+        return out
+
+    # --- actions and the theory's profiles ---------------------------------------------------
+    def decode(self, values: ArrayLike) -> tuple[NDArray, NDArray]:
+        """Grid indices to ``(report, noise)``."""
+        return self.rules.decode(values)
+
+    def label(self, value: float) -> str:
+        return self.rules.label(value)
+
+    def row_actions(self, rho: tuple[int, int], s: NDArray) -> NDArray:
+        """The symmetric strategy ``(rho, s)`` as each row's grid action (nearest level)."""
+        return self.rules.row_actions(rho, s, self.row_type)
+
+    def references(self) -> dict[str, NDArray]:
+        return {name: self.row_actions(rho, s)
+                for name, (rho, s) in self.rules.strategies.items()}
+
+    def distance(self, values: NDArray, reference: NDArray) -> float:
+        """Largest distance of a row's action from the reference's
+        (:meth:`BayesRules.row_distances`)."""
+        return float(self.rules.row_distances(values, reference).max())
 
     # --- the analyst's interim expectations ----------------------------------------------------
-    def _type_profiles(self, rng: np.random.Generator) -> tuple[NDArray, NDArray]:
-        if 2**self.N <= TYPE_PROFILES:
-            bits = (np.arange(2**self.N)[:, None] >> np.arange(self.N)) & 1
-            prior = np.where(bits == 0, self.bayes.eta, 1.0 - self.bayes.eta).prod(axis=1)
-            return bits, prior
-        drawn = (rng.random((TYPE_PROFILES, self.N)) >= self.bayes.eta).astype(int)
-        return drawn, np.full(TYPE_PROFILES, 1.0 / TYPE_PROFILES)
+    def _actions(self, values: NDArray, types: NDArray) -> NDArray:
+        """Each client's action in each type profile (its row of the profile's type)."""
+        return np.asarray(values).astype(int)[types.astype(np.int64) * self.N + np.arange(self.N)]
 
     def _expected(self, values: NDArray, types: NDArray, weights: NDArray,
                   candidates: ArrayLike | None = None) -> NDArray:
         """Every row's cost of each candidate, averaged over the others' type profiles
-        ``types`` (``(S, N)``; a row's own type is its own) with ``weights``, ``(2N, k)``.
-        The penalty and reward are linear in the others' sums, so their averages are taken
-        first; the accuracy term is averaged over the profiles in chunks of a few MB."""
-        g, mech = self.bayes, self.mechanism
-        report, sigma = self.decode(values)
-        rows = types * self.N + np.arange(self.N)
-        a, s = report[rows], sigma[rows]
-        w = self.weight[a]
-        parts = np.stack([w, w**2 * s**2, s**2, (a == 0).astype(float)])  # (4, S, N)
-        others = parts.sum(axis=2, keepdims=True) - parts[:, :, self.client]  # (4, S, 2N)
-        p = np.asarray(weights, dtype=float) / np.sum(weights)
-        n_l = np.rint(others[3]).astype(int)
-        count_p = np.stack([p @ g.all_counts[n_l + 1], p @ g.all_counts[n_l]], axis=1)
+        ``types`` (``(S, N)``; a row's own type is its own) with ``weights``, ``(2N, k)``."""
+        actions = self._actions(values, types)
         cand = (np.broadcast_to(self.grid, (self.n, self.grid.size)) if candidates is None
                 else np.asarray(candidates, dtype=float))
-        ca, cs = self.decode(cand)
-        wc = self.weight[ca]
-        own_v = (wc * cs) ** 2
-        accuracy = np.zeros(cand.shape)
-        chunk = max(1, (1 << 18) // cand.size)
-        buffers = np.empty((3, min(chunk, len(p)), *cand.shape))  # reused: no page faults
-        for start in range(0, len(p), chunk):
-            part = slice(start, start + chunk)
-            d2, t, den = buffers[:, :len(p[part])]
-            np.add(own_v, others[1, part, :, None], out=d2)
-            np.add(wc, others[0, part, :, None], out=den)
-            d2 /= np.square(den, out=den)
-            np.sqrt(d2, out=t)
-            d2 /= 2.0 * g.L_F
-            t += d2
-            accuracy += np.tensordot(p[part], t, axes=(0, 0))
-        alpha = g.alpha[self.row_type][:, None]
-        penalty = np.asarray(mech.beta)[ca] * (((g.N - 1) / g.N) ** 2 * cs**2
-                                               + (p @ others[2])[:, None] / g.N**2)
-        reward = np.asarray(mech.reward)[ca] * np.take_along_axis(count_p, ca, axis=1)
-        return ((1.0 - alpha) * g.kappa * accuracy + alpha * g.c * g.S / cs + penalty
-                - reward - mech.q)
+        return self.rules.interim(self.rules.totals(self.rules.counts(actions, types)),
+                                  weights, actions, self.client, self.row_type, cand)
 
     def interim_costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
         """Each row's expected cost of each candidate over the others' types, ``(2N, k)``."""
@@ -742,16 +844,8 @@ class BayesPricingGame(GridGame):
 
     def social_cost(self, values: NDArray) -> float:
         """The expected ``sum_i J_i`` (prices are transfers) over the type profiles."""
-        g = self.bayes
-        report, sigma = self.decode(values)
-        rows = self.profiles * self.N + np.arange(self.N)
-        a, s, t = report[rows], sigma[rows], self.profiles
-        w = self.weight[a]
-        delta = np.sqrt(np.sum(w**2 * s**2, axis=1)) / np.sum(w, axis=1)
-        accuracy = pricing.loss_bound(delta, g.kappa, g.L_F)
-        each = np.sum((1.0 - g.alpha[t]) * accuracy[:, None]
-                      + g.alpha[t] * pricing.privacy_loss(s, g.c, g.S), axis=1)
-        return float(np.average(each, weights=self.profile_weights))
+        counts = self.rules.counts(self._actions(values, self.profiles), self.profiles)
+        return self.rules.social(counts, self.profile_weights)
 
     def optimum(self) -> float:
-        return expected_social_cost(self.bayes, self.design["target"])
+        return self.rules.optimum()

@@ -285,12 +285,35 @@ def test_bayes_interim_costs_are_eq13_expected_costs(aggregation, prices):
     assert len(game.profiles) == 64
     s = game.levels[[2, 6]]
     for rho in CASES.values():
-        interim = game.interim_costs(game._row_actions(rho, s))
+        interim = game.interim_costs(game.row_actions(rho, s))
         for t in (0, 1):
             for a in (0, 1):
                 exact = expected_cost(game.bayes, game.mechanism, t, a, game.levels, rho, s)
                 half = slice(a * game.m_levels, (a + 1) * game.m_levels)
                 np.testing.assert_allclose(interim[t * 6 + 2, half], exact, rtol=1e-12)
+
+
+def test_a_rare_types_rows_take_their_units_from_their_own_costs():
+    """With P(L) = 0.02, many clients' L rows never play in the 64 scale rounds. Such a row's
+    span is the spread of its own costs at the middle (as if it had played the last round),
+    not that of the zero "costs" of a row that did not play (a span of ~1e-312 before)."""
+    from privgames.mechanisms.learning_games import BayesPricingGame
+    from privgames.mechanisms.pricing_bayes import BinaryGame
+
+    game = BayesPricingGame(BinaryGame(20, 0.25, 0.75, 0.02, aggregation="mle"), True,
+                            np.random.default_rng(0), 9)
+    rng = np.random.default_rng(1)
+    played = np.zeros(game.n, dtype=bool)
+    for _ in range(64):  # the scale rounds' types, drawn again from a copy of the stream
+        game.begin_round(rng)
+        played |= game.active
+        rng.standard_normal(game.N)  # each round's release noise
+    span = game.scales(np.random.default_rng(1))[0]
+    unseen = ~played
+    assert unseen.sum() >= 3  # the case under test occurs
+    every = game.row_costs(game.middle())  # the last round's others, every row as if it played
+    np.testing.assert_allclose(span[unseen], np.ptp(every[unseen], axis=1), rtol=1e-12)
+    assert np.all(span[unseen] > 1e-6 * np.abs(every[unseen]).max(axis=1))
 
 
 @pytest.mark.parametrize("aggregation", ["mle", "mean"])
@@ -310,7 +333,7 @@ def test_bayes_social_cost_is_the_expected_social_cost(aggregation):
     target = design(binary)["target"]
     game = BayesPricingGame(binary, True, np.random.default_rng(0),
                             grid=(*sorted(target), 10 * max(target)))
-    truthful = game._row_actions(TRUTHFUL, target)
+    truthful = game.row_actions(TRUTHFUL, target)
     assert game.social_cost(truthful) == pytest.approx(expected_social_cost(binary, target),
                                                        rel=1e-12)
 
@@ -404,7 +427,7 @@ def test_bayes_bne_is_a_best_response_of_the_grid_game():
     own = interim[np.arange(game.n), bne.astype(int)]
     assert np.max((own - interim.min(axis=1)) / np.abs(own)) <= 2e-3
     assert game.optimum() == pytest.approx(expected_social_cost(game.bayes,
-                                                                game.design["target"]))
+                                                                game.rules.design["target"]))
 
 
 def test_learners_keep_the_state_of_rows_that_do_not_play():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from numpy.typing import NDArray
 
 from privgames.environments.config import ConfigError
 from privgames.environments.learning_dynamics import LearningConfig
@@ -13,7 +14,14 @@ from privgames.environments.learning_shards import ShardedLearningModel
 from privgames.environments.shards import BLOCK, BlockStreams, Partials, block_sums, combine, layout
 from privgames.environments.streams import as_seed_sequence
 from privgames.mechanisms import pricing
-from privgames.mechanisms.learning_games import BASGame, PPSPGame, PricingGame, SARGame
+from privgames.mechanisms.learning_games import (
+    BASGame,
+    BayesPricingGame,
+    PPSPGame,
+    PricingGame,
+    SARGame,
+)
+from privgames.mechanisms.pricing_bayes import BinaryGame
 
 AGENTS = 2 * BLOCK + 452  # three blocks, the last one partial
 
@@ -156,19 +164,84 @@ def test_the_shards_play_the_bas_sar_and_ppsp_games(game, kw):
         np.testing.assert_allclose(realized, g.realized(played, rng), rtol=1e-9)
 
 
+def _population(parts: list[NDArray]) -> NDArray:
+    """The shards' rows ``t size + i`` as the population's ``t N + i``."""
+    return np.concatenate([x.reshape(2, -1) for x in parts], axis=1).ravel()
+
+
+@pytest.mark.parametrize("kw", [{"aggregation": "mle", "pricing": True},
+                                {"aggregation": "mean", "pricing": False}])
+def test_the_shards_play_the_pricing_bayes_game(kw):
+    """From the counts of clients per (profile, type, action) alone, the shards compute the
+    references, every playing row's cost of every action this round, the interim deviation
+    gains and expected social costs over the analyst's profiles, the optimum and the realized
+    costs of the in-process :class:`BayesPricingGame` with the same types and profiles."""
+    model = _model(3, True, game="pricing-bayes", rounds=10, **kw)
+    c, slices = model.config, [s.slice for s in model.run_.shards]
+    g = BayesPricingGame(BinaryGame(c.agents, c.alpha_L, c.alpha_H, c.p_low,
+                                    aggregation=c.aggregation), c.pricing,
+                         np.random.default_rng(0), c.grid_points)
+    g.profiles = np.concatenate([s.profiles for s in slices], axis=1)
+    g.profile_weights = slices[0].weights
+    references = g.references()
+    assert model.reference_names == list(references)
+    for name, ref in references.items():
+        assert np.array_equal(_population([s.references[name] for s in slices]), ref), name
+    span = _population([s.span for s in slices])
+    predicted = model.predicted()
+    for name, ref in references.items():
+        assert predicted["nash_gaps"][name] == pytest.approx(g.nash_gap(ref, span), rel=1e-9,
+                                                             abs=1e-12)
+        assert predicted["nash_gaps_relative"][name] == pytest.approx(
+            g.nash_gap_relative(ref), rel=1e-9, abs=1e-12)
+        assert predicted["social_costs"][name] == pytest.approx(g.social_cost(ref), rel=1e-9)
+    assert predicted["optimum"] == pytest.approx(g.optimum(), rel=1e-12)
+    model.run(4)
+    g.types = np.concatenate([s.types for s in slices]).astype(int)
+    g.active = g.row_type == g.types[g.client]
+    assert np.array_equal(_population([s.active for s in slices]), g.active)
+    played = _population([s.values for s in slices])
+    assert len(set(played[g.active].tolist())) > 1  # a profile where the counts matter
+    totals = combine([s._profile_partials(s.values) for s in slices])
+    costs = np.concatenate([s._costs(s.values, totals).reshape(2, s.size, -1)
+                            for s in slices], axis=1).reshape(g.n, -1)
+    np.testing.assert_allclose(costs, g.costs(played), rtol=1e-9)
+    assert model.results()["social_cost"].iloc[-1] == pytest.approx(
+        g.social_cost(model.last_iterate()), rel=1e-9)
+    noise = [s._draw(s.values, s.release_stream, None) for s in slices]
+    totals = combine([s._release_partials(s.values, e, s._profile_partials(s.values))
+                      for s, e in zip(slices, noise, strict=True)])
+    realized = _population([s._realized(s.values, e, totals, None, None, None)
+                            for s, e in zip(slices, noise, strict=True)])
+    sigma = g.decode(played[g.types * g.N + np.arange(g.N)])[1]
+
+    class Drawn:  # the shards' standard normals, as the in-process game draws them
+        def standard_normal(self, n):
+            return np.concatenate(noise) / sigma
+
+    np.testing.assert_allclose(realized, g.realized(played, Drawn()), rtol=1e-9)
+    view = model.agent(g.N + BLOCK + 7)  # client BLOCK + 7's row of type H
+    assert view.private == {"type": 1.0, "alpha": c.alpha_H}
+    assert view.iterate == model.last_iterate()[g.N + BLOCK + 7]
+    with pytest.raises(ConfigError, match="agent=5000 is out of range: agents are 0 to 4999"):
+        model.agent(2 * g.N)
+
+
 @pytest.mark.ray
 @pytest.mark.parametrize("game, learner, kw", [
     ("pricing", "hedge", {"aggregation": "mle"}), ("pricing", "exp3", {"aggregation": "mean"}),
     ("bas", "hedge", {}), ("bas", "exp3", {}), ("sar", "regret_matching", {}),
     ("sar", "exp3", {"attacker": "strong", "p": 0.3}), ("ppsp", "fictitious", {}),
-    ("ppsp", "exp3", {})])
+    ("ppsp", "exp3", {}), ("pricing-bayes", "hedge", {"aggregation": "mle", "pricing": True}),
+    ("pricing-bayes", "exp3", {"aggregation": "mean"})])
 def test_any_shard_count_gives_the_same_rows(ray_session, game, learner, kw):
     """Every game over shards, in process with one shard, and two (uneven) or three Ray
     actors: equal rows, outcomes, predictions and last iterates, not close ones (full and
     bandit feedback)."""
     runs = []
+    rounds = 8 if game == "pricing-bayes" else 25  # its interim measurements cost more
     for shards, in_process in ((1, True), (2, False), (3, False)):
-        model = _model(shards, in_process, game=game, learner=learner, rounds=25, **kw)
+        model = _model(shards, in_process, game=game, learner=learner, rounds=rounds, **kw)
         model.run()
         runs.append((model.results(), model.outcome(), model.predicted(),
                      model.last_iterate()))
@@ -177,7 +250,7 @@ def test_any_shard_count_gives_the_same_rows(ray_session, game, learner, kw):
         pd.testing.assert_frame_equal(rows, runs[0][0], check_exact=True)
         assert outcome == runs[0][1] and predicted == runs[0][2]
         assert np.array_equal(last, runs[0][3])
-    assert len(runs[0][0]) == 25 and runs[0][0]["max_average_regret"].notna().all()
+    assert len(runs[0][0]) == rounds and runs[0][0]["max_average_regret"].notna().all()
 
 
 @pytest.mark.ray
@@ -199,9 +272,9 @@ def test_a_killed_shard_is_restored_and_the_run_is_unchanged(ray_session):
 def test_bad_shard_settings_are_refused_by_name():
     for kw, message in (({"shards": 0}, "shards=0 is out of range"),
                         ({"shards": 4}, "shards must be <= 3"),
-                        ({"game": "pricing-bayes"}, "game='pricing-bayes' is not allowed with "
-                         "backend='ray': it runs over shards bas, sar, ppsp, pricing"),
-                        ({"game": "bas-sequential"}, "game='bas-sequential' is not allowed"),
+                        ({"game": "bas-sequential"}, "game='bas-sequential' is not allowed "
+                         "with backend='ray': it runs over shards bas, sar, ppsp, pricing, "
+                         "pricing-bayes"),
                         ({"backend": "vectorized", "shards": 2},
                          "shards=2 is not allowed with backend='vectorized'")):
         with pytest.raises(ConfigError, match=message):
