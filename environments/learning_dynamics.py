@@ -173,8 +173,8 @@ class LearningConfig:
         return Footprint.of(self, [(("agents", "grid_points"), 80.0 * cells),
                                    (("agents", "rounds"), 9.0 * rows * self.rounds),
                                    (("agents",), 2000.0 * rows + (8e6 if bayes else 0))],
-                            (30.0 * cells * (5 if bayes else 3 * self.agents if sequential
-                                             else 1) + ROUND_OPS) * self.rounds * self.starts)
+                            (30.0 * cells * (5 if bayes else 3 if sequential else 1)
+                             + ROUND_OPS) * self.rounds * self.starts)
 
     def _shard_footprint(self) -> Footprint:
         """With ``backend=ray``, the largest shard's arrays (about nine ``agents/shards x

@@ -19,6 +19,13 @@ Theorem 1's profile is subgame perfect: :meth:`BASSequentialGame.references` giv
 grid by backward induction (each follower's best reply at every state, anticipating the
 followers after it; then the leader's), and the leader's level is Theorem 1's ``m max beta``
 snapped to the grid (tested by brute force over all the leader's levels).
+
+**Levels as maps.** Running levels are counted in grid steps (integers, so exact). What a run
+of followers does to the level it receives is a *map* (:func:`follower_maps`, :func:`compose`):
+a table for the levels below the top and, from the top on, a constant it adds (every follower
+there observes the top). A row's total is the map of the followers after it applied to the
+level it passes on (:func:`rest_maps`), so every row's cost takes ``O(m)`` per follower, not a
+walk down the chain; a population split over shards composes its shards' maps the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +41,91 @@ from privgames.mechanisms.learning_games import (
     relative_gain,
 )
 from privgames.mechanisms.validation import ConfigError
+
+
+def follower_maps(policy: NDArray) -> NDArray:
+    """Each follower's map of levels (grid steps) from its action index per observed state,
+    ``policy`` ``(users, m)``: entry ``u < m - 1`` is the level it passes on when it receives
+    ``u``; entry ``m - 1`` what it adds at the top and above."""
+    maps = np.array(policy, dtype=np.int64)
+    maps[:, :-1] += np.arange(maps.shape[1] - 1)
+    return maps
+
+
+def identity_map(m: int) -> NDArray:
+    """The map of no follower."""
+    return np.append(np.arange(m - 1), 0)
+
+
+def apply_map(f: NDArray, u: ArrayLike) -> NDArray:
+    """The level map ``f`` passes on for received levels ``u`` (any shape)."""
+    u = np.asarray(u, dtype=np.int64)
+    top = f.size - 1
+    return np.where(u < top, f[np.minimum(u, top - 1)], u + f[top])
+
+
+def compose(g: NDArray, f: NDArray) -> NDArray:
+    """The map of ``f``'s followers, then ``g``'s."""
+    return np.append(apply_map(g, f[:-1]), f[-1] + g[-1])
+
+
+def rest_maps(maps: NDArray, after: NDArray) -> tuple[NDArray, NDArray]:
+    """For a run of followers with ``maps``, each one's map from the level it passes on to the
+    chain's total (the followers after it, then ``after``), and the run's own map from the
+    level its first follower receives."""
+    rest = np.empty_like(maps)
+    r = after
+    for k in range(len(maps) - 1, -1, -1):
+        rest[k] = r
+        r = compose(r, maps[k])
+    return rest, r
+
+
+def chain_parts(rest: NDArray, alpha: NDArray, states: NDArray,
+                step: float) -> tuple[NDArray, NDArray]:
+    """Eq (14)'s two terms for each user (its map to the total ``rest``, ``(users, m)``) at
+    each received level ``states`` (``(k,)`` steps) and each action, ``(users, k, m)`` each:
+    the total variance and ``alpha (prefix)^(-1/2)``."""
+    entering = states[:, None] + np.arange(rest.shape[1])[None, :]  # the prefix, in steps
+    total = np.where(entering < rest.shape[1] - 1,
+                     rest[:, np.minimum(entering, rest.shape[1] - 2)],
+                     entering + rest[:, -1:, None])
+    a = alpha[:, None, None]
+    with np.errstate(divide="ignore"):
+        privacy = np.where(a > 0, a / np.sqrt(entering * step), 0.0)
+    return total * step, privacy
+
+
+def chain_costs(rest: NDArray, alpha: NDArray, states: NDArray, step: float) -> NDArray:
+    """Eq (14)'s cost, :func:`chain_parts` summed."""
+    total, privacy = chain_parts(rest, alpha, states, step)
+    return total + privacy
+
+
+def backward_induction(alpha: NDArray, step: float, after: NDArray) -> tuple[NDArray, NDArray]:
+    """Each follower's best reply (action index) at every state, the later ones anticipated
+    (the followers after the run play by ``after``), and the run's map with those replies."""
+    m = after.size
+    policy = np.zeros((alpha.size, m), dtype=np.int64)
+    r = after
+    for k in range(alpha.size - 1, -1, -1):
+        policy[k] = np.argmin(chain_costs(r[None], alpha[k:k + 1], np.arange(m), step)[0],
+                              axis=1)
+        r = compose(r, follower_maps(policy[k:k + 1])[0])
+    return policy, r
+
+
+def walk(maps: NDArray, u: int) -> tuple[NDArray, int]:
+    """The state each follower of a run receives from level ``u`` on (steps; the top from
+    there on), and the level the run passes on."""
+    m = maps.shape[1]
+    states = np.full(len(maps), m - 1, dtype=np.int64)
+    k = 0
+    while k < len(maps) and u < m - 1:  # below the top: one follower at a time
+        states[k] = u
+        u = int(maps[k, u])
+        k += 1
+    return states, int(u + maps[k:, -1].sum())  # at the top: each adds its top action
 
 
 class BASSequentialGame(GridGame):
@@ -59,55 +151,50 @@ class BASSequentialGame(GridGame):
         self.n = 1 + (self.K - 1) * m
         self.user = np.concatenate([[0], np.repeat(np.arange(1, self.K), m)])
         self.state = np.concatenate([[0], np.tile(np.arange(m), self.K - 1)])
+        self.step = float(self.grid[1] - self.grid[0])
         self.active = np.ones(self.n, dtype=bool)
         self._cached: tuple = (None, None, None)  # the last profile's key and cost parts
 
     # --- the chain ----------------------------------------------------------------------------
-    def _state_of(self, u: NDArray) -> NDArray:
-        """The observed state of a running variance: its grid index, the top for above."""
-        step = self.grid[1] - self.grid[0]
-        return np.minimum(np.rint(u / step).astype(int), self.grid.size - 1)
-
     def row(self, k: int | NDArray, s: NDArray) -> NDArray:
         """Follower ``k``'s row at state ``s``."""
         return 1 + (np.asarray(k) - 1) * self.grid.size + s
 
+    def _indices(self, values: ArrayLike) -> NDArray:
+        """Grid levels as their indices (steps)."""
+        return np.rint(np.asarray(values, dtype=float) / self.step).astype(np.int64)
+
+    def _maps(self, values: NDArray) -> NDArray:
+        """The followers' level maps when each row plays ``values``."""
+        return follower_maps(self._indices(values[1:]).reshape(self.K - 1, self.grid.size))
+
     def path(self, values: NDArray) -> tuple[NDArray, NDArray]:
         """The rows that play when every row would play ``values`` (leader first, then each
         follower's row at the state it receives), and the users' variances in chain order."""
-        rows, sigma2, u = np.zeros(self.K, dtype=int), np.zeros(self.K), 0.0
-        sigma2[0] = u = values[0]
-        for k in range(1, self.K):
-            rows[k] = self.row(k, self._state_of(np.array(u)))
-            sigma2[k] = values[rows[k]]
-            u += sigma2[k]
-        return rows, sigma2
+        values = np.asarray(values, dtype=float)
+        states = walk(self._maps(values), int(self._indices(values[0])))[0]
+        rows = np.concatenate([[0], self.row(np.arange(1, self.K), states)])
+        return rows, values[rows]
 
     def played(self, values: NDArray) -> None:
         """The round's path decides who plays: the leader and one row per follower."""
         self.active = np.zeros(self.n, dtype=bool)
         self.active[self.path(values)[0]] = True
 
-    def _totals(self, values: NDArray, entering: NDArray) -> NDArray:
-        """The chain's total variance when each row's user has brought the running variance
-        to ``entering`` (``(n, k)``) and the followers after it play ``values``."""
-        total = entering.copy()
-        for j in range(1, self.K):
-            after = (self.user < j)[:, None]
-            total = np.where(after, total + values[self.row(j, self._state_of(total))], total)
-        return total
-
     # --- the game's interface -----------------------------------------------------------------
     def _parts(self, values: NDArray) -> tuple[NDArray, NDArray]:
         """Every row's total variance and privacy cost for each grid action, ``(n, m)`` each
-        (the last profile's are kept: a round asks for them several times)."""
+        (:func:`chain_parts`; the last profile's are kept: a round asks for them several
+        times)."""
         key = values.tobytes()
         if self._cached[0] != key:
-            prefix = self.grid[self.state][:, None] * (self.user > 0)[:, None] + self.grid
-            alpha = self.alpha[self.user][:, None]
-            with np.errstate(divide="ignore"):
-                privacy = np.where(alpha > 0, alpha / np.sqrt(prefix), 0.0)
-            self._cached = (key, self._totals(values, prefix), privacy)
+            m = self.grid.size
+            rest, first = rest_maps(self._maps(values), identity_map(m))
+            leader = chain_parts(first[None], self.alpha[:1], np.zeros(1, dtype=np.int64),
+                                 self.step)
+            followers = chain_parts(rest, self.alpha[1:], np.arange(m), self.step)
+            self._cached = (key, *(np.concatenate([a[0], b.reshape(-1, m)])
+                                   for a, b in zip(leader, followers, strict=True)))
         return self._cached[1], self._cached[2]
 
     def _columns(self, candidates: ArrayLike | None) -> NDArray:
@@ -124,8 +211,7 @@ class BASSequentialGame(GridGame):
         """Each row's cost of each candidate at its state, the later followers replying by
         ``values`` (off the path too: what the row would pay if its state came up)."""
         total, privacy = self._parts(np.asarray(values, dtype=float))
-        columns = self._columns(candidates)
-        return np.take_along_axis(total + privacy, columns, axis=1)
+        return np.take_along_axis(total + privacy, self._columns(candidates), axis=1)
 
     def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
         """Each row's cost with the accuracy term replaced by one release's squared error per
@@ -136,13 +222,13 @@ class BASSequentialGame(GridGame):
         return privacy + total * rng.chisquare(self.d) / self.d
 
     def references(self) -> dict[str, NDArray]:
-        """Theorem 1's subgame-perfect profile on the grid, by backward induction."""
-        policy = np.zeros(self.n)
-        for k in range(self.K - 1, 0, -1):  # each follower anticipates those after it
-            rows = self.row(k, np.arange(self.grid.size))
-            policy[rows] = self.grid[np.argmin(self.costs(policy)[rows], axis=1)]
-        policy[0] = self.grid[np.argmin(self.costs(policy)[0])]
-        return {"theorem1": policy}
+        """Theorem 1's subgame-perfect profile on the grid, by backward induction
+        (:func:`backward_induction`: each follower anticipates those after it)."""
+        m = self.grid.size
+        policy, first = backward_induction(self.alpha[1:], self.step, identity_map(m))
+        leader = np.argmin(chain_costs(first[None], self.alpha[:1], np.zeros(1, dtype=np.int64),
+                                       self.step)[0, 0])
+        return {"theorem1": self.grid[np.concatenate([[leader], policy.ravel()])]}
 
     def middle(self) -> NDArray:
         return np.full(self.n, self.grid[(self.grid.size - 1) // 2])
