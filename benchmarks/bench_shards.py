@@ -3,8 +3,9 @@ driver's and each shard's memory, and the bytes that cross Ray per round, agains
 in-process engine at the same size; then the long run, 10^6 agents x 200 rounds on 2 shards
 (``--quick``: 3,000 x 30), with the shards' memory after a tenth of the rounds and at the end
 (it must not grow with the rounds), each round also against one numpy multiply over the
-round's ``agents x actions`` costs; and every game over 2 shards at 10^5 agents (``--quick``:
-3,000) against the in-process engine (``--games``: only that part); and the PPSP ring of 10^7
+round's ``agents x actions`` costs; and every game over 2 shards at 10^5 agents (pricing-bayes
+and bas-sequential at 10,240; ``--quick``: 3,000) against the in-process engine (``--games``:
+only that part); and the PPSP ring of 10^7
 nodes (``--quick``: 20,000), 20 steps, 20 replications, on 4 Ray shards (``--ring``: only
 that part): time, the driver's and each shard's peak memory, against the vectorized ring's
 estimate.
@@ -25,7 +26,10 @@ from _common import arguments
 
 SIZES = (10_000, 100_000, 1_000_000)
 SHARDS = (1, 2, 4)
-GAMES = ("bas", "sar", "ppsp", "pricing")
+GAMES = ("bas", "sar", "ppsp", "pricing", "pricing-bayes", "bas-sequential")
+#: Games measured at fewer agents (a round of pricing-bayes measures 128 type profiles; the
+#: sequential chain has a learner row per user and state).
+GAME_AGENTS = {"pricing-bayes": 10_240, "bas-sequential": 10_240}
 
 
 def one(agents: int, shards: int, rounds: int, probe: int, game: str = "pricing") -> dict:
@@ -123,8 +127,8 @@ def main() -> None:
     if args.ring:
         print(json.dumps(out))
         return
-    out["games"] = [_in_fresh_process(agents, k, rounds, 2, game) for game in GAMES
-                    for k in (0, 2)]
+    out["games"] = [_in_fresh_process(agents if args.quick else GAME_AGENTS.get(game, agents),
+                                      k, rounds, 2, game) for game in GAMES for k in (0, 2)]
     if not args.games:
         out["table"] = [_in_fresh_process(n, k, rounds, 2) for n in sizes for k in (0, *shards)
                         if k <= -(-n // 1024)]

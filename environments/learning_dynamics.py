@@ -179,12 +179,13 @@ class LearningConfig:
     def _shard_footprint(self) -> Footprint:
         """With ``backend=ray``, the largest shard's arrays (about nine ``agents/shards x
         grid`` float arrays; under incomplete information twice the rows and actions, and the
-        analyst's type profiles, a byte each) and, with ``history``, the driver's ``rounds x
-        agents``."""
+        analyst's type profiles, a byte each; in the sequential chain a row per state) and,
+        with ``history``, the driver's ``rounds x agents``."""
         shards = 1 if self.shards == "auto" else self.shards
         bayes = self.game == "pricing-bayes"
         share = float(-(-self.agents // shards))
-        cells = share * self.grid_points * (4 if bayes else 1)
+        cells = share * self.grid_points * (4 if bayes else self.grid_points
+                                            if self.game == "bas-sequential" else 1)
         peak = max(90.0 * cells + (600.0 + (300.0 if bayes else 0.0)) * share,
                    8.0 * self.rounds * self.agents if self.history else 0.0)
         driver = "rounds" if self.history and peak > 90.0 * cells else "agents"
@@ -245,12 +246,6 @@ class LearningConfig:
         check_bool("history", self.history)
         check_int("checkpoint_every", self.checkpoint_every, 0)
         if self.backend == "ray":
-            from privgames.environments.learning_slices import SLICES
-
-            if self.game not in SLICES:
-                raise ConfigError(f"game={self.game!r} is not allowed with backend='ray': "
-                                  f"it runs over shards {', '.join(SLICES)}; "
-                                  f"{self.game} runs with backend='vectorized'")
             if self.shards != "auto":
                 check_int("shards", self.shards, 1)
                 from privgames.environments.shards import layout
@@ -524,6 +519,11 @@ class LearningModel(Environment):
         if not hasattr(self.game, "subgame_gap_relative"):
             return None
         return self._measured("subgame_gap_relative", self.game.subgame_gap_relative)
+
+    def path_summary(self) -> dict[str, float]:
+        """In the sequential chain: the last iterate's path
+        (:meth:`~privgames.mechanisms.bas_sequential.BASSequentialGame.path_summary`)."""
+        return self.game.path_summary(self.last_iterate())
 
     def average_regrets(self, units: str = "learner") -> NDArray:
         """Each agent's average external regret against its grid: its expected cost (under

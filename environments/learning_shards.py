@@ -67,9 +67,10 @@ class ShardedLearningModel(Environment):
                                    c.checkpoint_every)
         totals: dict[str, Any] = {}
         for method, kind in self.slice_.SETUP:
-            if kind == "chain":  # shard after shard, in agent order
+            if kind in ("chain", "reverse"):  # shard after shard, in agent order or back
                 carry = None
-                for i in range(len(r.shards)):
+                order = range(len(r.shards))
+                for i in order if kind == "chain" else reversed(order):
                     carry = r.on(i, method, totals, carry)
             else:
                 totals.update(r.total(method, totals))
@@ -116,7 +117,8 @@ class ShardedLearningModel(Environment):
                                                if k.startswith("mode_")})
             if out["changed"]:
                 s.last_change = t
-        s.distances = {name: self.slice_.distance_from(out, name, self.config)
+        s.distances = {name: self.slice_.distance_from({**s.of_iterate, **out}, name,
+                                                       self.config)
                        for name in self.reference_names}
         s.hashes.append(out["mode_hash"])
         s.capped_rounds += int(out["capped"])
@@ -147,16 +149,14 @@ class ShardedLearningModel(Environment):
     def last_iterate(self) -> NDArray:
         """Every agent's last iterate, gathered from the shards: O(agents), on request (under
         incomplete information the rows ``t N + i``, as the in-process engine's)."""
-        return np.concatenate(self.run_.call("iterate"), axis=1).ravel()
+        return self.slice_.population(np.concatenate(self.run_.call("iterate"), axis=1),
+                                      self.config)
 
     def agent(self, index: int) -> AgentView:
-        """Agent ``index`` (under incomplete information a row, client ``index % agents``),
-        read from the shard that owns it."""
-        agents = self.config.agents
-        if not 0 <= index < self.slice_.ROWS * agents:
-            raise ConfigError(f"agent={index!r} is out of range: agents are 0 to "
-                              f"{self.slice_.ROWS * agents - 1}")
-        return self.run_.on(self.run_.owner(index % agents), "view", index)
+        """Agent ``index`` (a learner row of the in-process engine where an agent has
+        several), read from the shard that owns it."""
+        return self.run_.on(self.run_.owner(self.slice_.locate(index, self.config)[0]), "view",
+                            index)
 
     def distance(self) -> float:
         return self.state.rows[-1]["distance"]
@@ -164,9 +164,15 @@ class ShardedLearningModel(Environment):
     def nash_gap_relative(self) -> float:
         return self.state.rows[-1]["nash_gap_relative"]
 
-    def subgame_gap_relative(self) -> None:
-        """``None``: the games over shards are simultaneous (Bayesian ones included)."""
-        return None
+    def subgame_gap_relative(self) -> float | None:
+        """As :meth:`LearningModel.subgame_gap_relative` (``None`` in a simultaneous
+        game)."""
+        return self.state.of_iterate.get("subgame_gap_relative")
+
+    def path_summary(self) -> dict[str, float]:
+        """As :meth:`LearningModel.path_summary`, from the shards' measurements."""
+        return {k: self.state.of_iterate[k] for k in ("leader_steps_below",
+                                                      "total_over_theorem1")}
 
     def max_average_regret(self, units: str = "learner") -> float:
         """As :meth:`LearningModel.max_average_regret`, as of the last round."""
@@ -191,7 +197,7 @@ class ShardedLearningModel(Environment):
 
     def azuma(self) -> float:
         """As :meth:`LearningModel.azuma`."""
-        rows = self.slice_.ROWS * self.config.agents
+        rows = self.slice_.row_count(self.config)
         return math.sqrt(2.0 * math.log(2.0 * rows / AZUMA_DELTA)
                          / max(self.steps, 1))
 

@@ -36,6 +36,7 @@ generator each shard holds a copy of.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privgames.agents.learners import make_grid_learner, start_actions
+from privgames.environments.config import ConfigError
 from privgames.environments.learning_dynamics import RegretSums
 from privgames.environments.shards import (
     BLOCK,
@@ -55,6 +57,18 @@ from privgames.environments.shards import (
 )
 from privgames.environments.streams import child, generator
 from privgames.mechanisms import chain, ppsp, pricing
+from privgames.mechanisms.bas_sequential import (
+    apply_map,
+    backward_induction,
+    chain_costs,
+    chain_parts,
+    compose,
+    follower_maps,
+    identity_map,
+    leader_map,
+    rest_maps,
+    walk,
+)
 from privgames.mechanisms.learning_games import (
     BayesRules,
     SARGame,
@@ -119,14 +133,16 @@ class GameSlice:
     game's subclass gives its types, the aggregates it needs and its costs from them.
 
     The driver calls, in order: each of :attr:`SETUP` (``"all"``: every shard, the partials
-    combined and added to the totals; ``"chain"``: shard after shard, each given what the one
+    combined and added to the totals; ``"chain"`` (``"reverse"``: from the last shard):
+    shard after shard, each given what the one
     before returned), :meth:`middle_partials`, :meth:`set_scales`; then per round :meth:`act`
     and :meth:`respond`, and :meth:`measure` when the last iterate moved.
     """
 
     SETUP: ClassVar[tuple[tuple[str, str], ...]] = ()
     log_scale: ClassVar[bool] = False
-    #: Learner rows per agent (``pricing-bayes``: one per type), kept as ``t size + i``.
+    #: Learner rows per agent (``pricing-bayes``: one per type, kept as ``t size + i``;
+    #: ``bas-sequential``: one per observed state, kept as ``i ROWS + s``: :meth:`_rows_of`).
     ROWS: ClassVar[int] = 1
 
     def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
@@ -183,6 +199,9 @@ class GameSlice:
     def _begin_round(self) -> None:
         """What is drawn before a round is played (pricing-bayes: the clients' types)."""
 
+    def _played(self, v: NDArray, totals: dict) -> None:
+        """What the round's actions decide of who plays (bas-sequential: the path)."""
+
     def _private(self, i: int) -> dict[str, float]:
         """Agent ``i``'s (local index) private type by name."""
         return {}
@@ -208,7 +227,7 @@ class GameSlice:
     def middle_partials(self, totals: dict) -> Partials:
         """Everyone at the grid's middle action (where the learners' scales are read): its
         aggregates, with the scale rounds' release."""
-        self.middle = np.full(self.size, self.grid[(self.grid.size - 1) // 2])
+        self.middle = np.full(self.rows, self.grid[(self.grid.size - 1) // 2])
         self._scale_draws = self._draw(self.middle, self.scale_stream, SCALE_DRAWS)
         return self._release_partials(self.middle, self._scale_draws,
                                       self._profile_partials(self.middle))
@@ -224,8 +243,45 @@ class GameSlice:
                                                   SCALE_DRAWS))
 
     def _row_uniform(self, stream: BlockStreams) -> NDArray:
-        """One uniform per learner row (rows ``t size + i``)."""
-        return stream.uniform() if self.ROWS == 1 else stream.uniform(self.ROWS).ravel()
+        """One uniform per learner row (each agent's ``ROWS`` from its block's stream)."""
+        return self._rows_of(stream.uniform() if self.ROWS == 1 else stream.uniform(self.ROWS))
+
+    def _rows_of(self, x: NDArray) -> NDArray:
+        """Per-agent numbers ``(ROWS, size)`` as learner rows (here ``t size + i``)."""
+        return x.ravel()
+
+    def _by_agent(self, rows: NDArray) -> NDArray:
+        """Learner rows as ``(ROWS, size)``: :meth:`_rows_of` undone."""
+        return rows.reshape(self.ROWS, -1)
+
+    @classmethod
+    def population(cls, x: NDArray, config: Any) -> NDArray:
+        """Every shard's :meth:`_by_agent` rows side by side, ``(ROWS, agents)``, in the
+        in-process engine's row order (here ``t N + i``)."""
+        return x.ravel()
+
+    @classmethod
+    def row_count(cls, config: Any) -> int:
+        """The in-process engine's learner rows."""
+        return cls.ROWS * config.agents
+
+    @classmethod
+    def locate(cls, index: int, config: Any) -> tuple[int, int]:
+        """The agent and its row (of ``ROWS``) of the in-process engine's row ``index``; a
+        ``ConfigError`` outside them."""
+        rows = cls.row_count(config)
+        if not isinstance(index, int | np.integer) or not 0 <= index < rows:
+            raise ConfigError(f"agent={index!r} is out of range: agents are 0 to {rows - 1}")
+        return cls._agent_row(int(index), config)
+
+    @classmethod
+    def _agent_row(cls, index: int, config: Any) -> tuple[int, int]:
+        t, agent = divmod(index, config.agents)
+        return agent, t
+
+    def _local(self, agent: int, row: int) -> int:
+        """The local learner row of ``agent``'s ``row``."""
+        return int(self._by_agent(np.arange(self.rows))[row, agent - self.start])
 
     def set_scales(self, totals: dict) -> None:
         """The learners' units (:meth:`_scales`), then the learners."""
@@ -262,6 +318,7 @@ class GameSlice:
     def respond(self, totals: dict) -> Partials:
         """Feedback, the learners' update and the analyst's running sums, from the totals."""
         v = self.values
+        self._played(v, totals)
         costs = self._costs(v, totals)
         feedback = costs if self.full else self._realized(v, self.draws, totals,
                                                           self.release_stream, self.common, None)
@@ -273,7 +330,7 @@ class GameSlice:
         self.mode = mode
         partials = self._profile_partials(mode, prefix="mode_")
         partials.sums["social"] = self._social_sums(v, totals, own[:, 0])
-        partials.sums["mode_hash"] = block_hashes(mode.reshape(self.ROWS, -1))
+        partials.sums["mode_hash"] = block_hashes(self._by_agent(mode))
         distance = self._distance_partials(mode)
         partials.sums.update(distance.sums)
         s = self.sums
@@ -294,10 +351,15 @@ class GameSlice:
         """The aggregates of a reference profile (or ``optimum``), names prefixed by it."""
         return self._profile_partials(self._profile(which), prefix=f"{which}_")
 
+    @staticmethod
+    def _named(totals: dict, which: str) -> dict:
+        """The totals of profile ``which``, without its prefix."""
+        return {k[len(which) + 1:]: v for k, v in totals.items() if k.startswith(f"{which}_")}
+
     def measure(self, totals: dict, which: str = "mode") -> Partials:
         """The deviation gains and social cost of the last iterate (``which="mode"``), a
         reference profile or the optimum's, from its aggregates."""
-        t = {k[len(which) + 1:]: v for k, v in totals.items() if k.startswith(f"{which}_")}
+        t = self._named(totals, which)
         m = self._profile(which)
         own, best = self._deviation(m, t)
         with np.errstate(over="ignore"):
@@ -309,13 +371,12 @@ class GameSlice:
 
     def iterate(self) -> NDArray:
         """These agents' last iterate, ``(ROWS, size)`` (what ``history=true`` gathers)."""
-        return self.mode.reshape(self.ROWS, -1)
+        return self._by_agent(self.mode)
 
     def view(self, agent: int) -> AgentView:
-        """Agent ``agent`` as this shard holds it, made on access (under incomplete
-        information: the row ``t N + i``, client ``i`` of type ``t``)."""
-        t, client = divmod(agent, self.n)
-        i = t * self.size + client - self.start
+        """Agent ``agent`` (the in-process engine's row: :meth:`locate`) as this shard holds
+        it, made on access."""
+        i = self._local(*self.locate(agent, self.c))
         strategy = (np.zeros(self.grid.size) if self.learner.drawn_from is None
                     else self.learner.drawn_from[i].copy())
         predicted = next(iter(self.references.values()))
@@ -795,7 +856,228 @@ class BayesPricingSlice(GameSlice):
             mode, ref).max()) for name, ref in self.references.items()})
 
 
+class BASSequentialSlice(GameSlice):
+    """Users ``[start, stop)`` of the sequential BAS chain (as
+    :class:`~privgames.mechanisms.bas_sequential.BASSequentialGame`), in chain order: a row
+    per observed state (``i m + s`` here; the leader, user 0, plays only its first row, the
+    others mirror it and never play). A shard's followers act on the running level as one
+    *map* (:func:`~privgames.mechanisms.bas_sequential.compose`); each shard sends its map of
+    the profile, ``m`` integers, and from all of them every shard knows the level its first
+    user receives and the map of the users after it, exactly (levels are grid steps).
+
+    Types: preferences drawn per block in chain order; if user 0 holds the largest, it
+    changes places with a user drawn uniformly among the others (from a stream every shard
+    holds): the distribution of Stage 2's shuffle until the top bidder is not first."""
+
+    SETUP = (("type_partials", "all"), ("swap_partials", "all"), ("set_grid", "all"),
+             ("chain_references", "reverse"))
+
+    def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
+                 start_run: int = 0) -> None:
+        self.ROWS = config.grid_points
+        super().__init__(config, seed, start, stop, start_run)
+        self.beta = config.beta_max * self.type_stream.uniform()
+        self.swap = generator(child(seed, COMMON, 2))
+        self._cached: tuple = (None, None, None)
+
+    # --- the chain's order, grid and Theorem 1 --------------------------------------------------
+    def type_partials(self, totals: dict) -> Partials:
+        return Partials({"alpha_sum": block_sums(chain.alpha_from_beta(self.beta), self.start)},
+                        {"beta_max": float(self.beta.max()),
+                         "first": float(self.beta[0]) if self.start == 0 else -math.inf})
+
+    def _swapped_with(self, totals: dict) -> int | None:
+        """The user that takes the first place from a first user with the top preference."""
+        if totals["first"] < totals["beta_max"]:
+            return None
+        return int(copy.deepcopy(self.swap).integers(1, self.n))
+
+    def swap_partials(self, totals: dict) -> Partials:
+        j = self._swapped_with(totals)
+        mine = j is not None and self.start <= j < self.start + self.size
+        return Partials(maxima={"beta_j": float(self.beta[j - self.start]) if mine
+                                else -math.inf})
+
+    def set_grid(self, totals: dict) -> Partials:
+        j = self._swapped_with(totals)
+        if j is not None:
+            if self.start == 0:
+                self.beta[0] = totals["beta_j"]
+            if self.start <= j < self.start + self.size:
+                self.beta[j - self.start] = totals["first"]
+        self.alpha = chain.alpha_from_beta(self.beta)
+        self.grid = np.linspace(0.0, chain.M * totals["beta_max"], self.c.grid_points)
+        self.step = float(self.grid[1] - self.grid[0])
+        self.user = np.repeat(np.arange(self.size), self.ROWS)
+        self.state = np.tile(np.arange(self.ROWS), self.size)
+        self.real = (self.user + self.start > 0) | (self.state == 0)  # not the leader's mirrors
+        return Partials()
+
+    def chain_references(self, totals: dict, after: NDArray | None) -> NDArray:
+        """Theorem 1's subgame-perfect replies of these users by backward induction, given
+        the map of the users after them; returns their own map (handed to the shard before)."""
+        after = identity_map(self.ROWS) if after is None else after
+        lead = int(self.start == 0)
+        policy, first = backward_induction(self.alpha[lead:], self.step, after)
+        if lead:
+            leader = np.argmin(chain_costs(first[None], self.alpha[:1], np.zeros(1, np.int64),
+                                           self.step)[0, 0])
+            policy = np.vstack([np.full(self.ROWS, leader), policy])
+        self.references = {"theorem1": self.grid[policy.ravel()]}
+        return first
+
+    @classmethod
+    def optimum_from(cls, totals: dict, config: Any) -> float:
+        """The social optimum (:func:`~privgames.mechanisms.chain.central_optimum`: all noise
+        first, ``S = (sum alpha / 2K)^(2/3)``): ``K S + sum alpha S^(-1/2)``."""
+        k, alpha_sum = config.agents, totals["alpha_sum"]
+        total = (alpha_sum / (2.0 * k)) ** (2.0 / 3.0)
+        return k * total + alpha_sum / math.sqrt(total)
+
+    # --- rows, maps and costs ---------------------------------------------------------------
+    def _rows_of(self, x: NDArray) -> NDArray:
+        return x.T.ravel()
+
+    def _by_agent(self, rows: NDArray) -> NDArray:
+        return rows.reshape(-1, self.ROWS).T
+
+    @classmethod
+    def population(cls, x: NDArray, config: Any) -> NDArray:
+        """Row 0 the leader, then ``1 + (k - 1) m + s``."""
+        return np.concatenate([x[:1, 0], x[:, 1:].T.ravel()])
+
+    @classmethod
+    def row_count(cls, config: Any) -> int:
+        return 1 + (config.agents - 1) * config.grid_points
+
+    @classmethod
+    def _agent_row(cls, index: int, config: Any) -> tuple[int, int]:
+        m = config.grid_points
+        return (0, 0) if index == 0 else (1 + (index - 1) // m, (index - 1) % m)
+
+    def _private(self, i: int) -> dict[str, float]:
+        return {"beta": float(self.beta[i // self.ROWS])}
+
+    def _indices(self, v: NDArray) -> NDArray:
+        return np.rint(v / self.step).astype(np.int64)
+
+    def _maps(self, v: NDArray) -> NDArray:
+        """Each user's level map (the leader's: its action), ``(size, m)``."""
+        index = self._indices(v).reshape(self.size, self.ROWS)
+        maps = follower_maps(index)
+        if self.start == 0:
+            maps[0] = leader_map(index[0, 0], self.ROWS)
+        return maps
+
+    def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
+        return Partials(gathered={f"{prefix}maps": rest_maps(self._maps(v),
+                                                            identity_map(self.ROWS))[1],
+                                  f"{prefix}starts": np.array([self.start])})
+
+    def _around(self, totals: dict) -> tuple[int, NDArray, int]:
+        """From every shard's map: the level this shard's first user receives, the map of the
+        users after it, and the chain's total (steps)."""
+        maps = totals["maps"].reshape(-1, self.ROWS)
+        mine = int(np.flatnonzero(totals["starts"] == self.start)[0])
+        u = 0
+        for f in maps[:mine]:
+            u = int(apply_map(f, u))
+        after = identity_map(self.ROWS)
+        for f in maps[:mine:-1]:
+            after = compose(after, f)
+        total = u
+        for f in maps[mine:]:
+            total = int(apply_map(f, total))
+        return u, after, total
+
+    def _parts(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
+        """Every row's total variance and privacy term for each grid action, ``(rows, m)``
+        each (the last profile's kept)."""
+        u, after, _ = self._around(totals)
+        key = (v.tobytes(), after.tobytes())
+        if self._cached[0] != key:
+            rest, _ = rest_maps(self._maps(v), after)
+            m = self.ROWS
+            parts = chain_parts(rest, self.alpha, np.arange(m), self.step)
+            if self.start == 0:  # the leader receives nothing: its rows all at state 0
+                lead = chain_parts(rest[:1], self.alpha[:1], np.zeros(m, np.int64), self.step)
+                for x, y in zip(parts, lead, strict=True):
+                    x[0] = y[0]
+            self._cached = (key, *(x.reshape(-1, m) for x in parts))
+        return self._cached[1], self._cached[2]
+
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+        total, privacy = self._parts(v, totals)
+        if candidates is None:
+            return total + privacy
+        index = self._indices(np.asarray(candidates, dtype=float))
+        return np.take_along_axis(total + privacy, index, axis=1)
+
+    def _path(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
+        """The rows of these users on the round's path and the level each passes on."""
+        u, _, _ = self._around(totals)
+        maps = self._maps(v)
+        states, levels = walk(maps, u)
+        if self.start == 0:
+            states[0] = 0
+        return np.arange(self.size) * self.ROWS + states, levels
+
+    def _played(self, v: NDArray, totals: dict) -> None:
+        self.active = np.zeros(self.rows, dtype=bool)
+        self.active[self._path(v, totals)[0]] = True
+
+    def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
+                  common: np.random.Generator, rows: int | None) -> NDArray:
+        """One release a round: the accuracy term is ``S chi^2_d / d``."""
+        total, privacy = (np.take_along_axis(x, self._indices(v)[:, None], axis=1)[:, 0]
+                          for x in self._parts(v, totals))
+        chi = common.chisquare(self.c.d, rows) / self.c.d
+        return privacy + total * (chi if rows is None else chi[:, None])
+
+    def _deviation(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
+        """On the path: each playing row's cost and its best reply at its state (0 and 0 off
+        it: its state never comes up)."""
+        own, best = super()._deviation(v, totals)
+        on = np.zeros(self.rows, dtype=bool)
+        on[self._path(v, totals)[0]] = True
+        return np.where(on, own, 0.0), np.where(on, best, 0.0)
+
+    def _social_sums(self, v: NDArray, totals: dict, own: NDArray) -> NDArray:
+        """Eq (14) of each user on the path: the total plus ``alpha`` over the square root of
+        its prefix (the level it passes on)."""
+        _, levels = self._path(v, totals)
+        total = self._around(totals)[2] * self.step
+        with np.errstate(divide="ignore"):
+            privacy = np.where(self.alpha > 0, self.alpha / np.sqrt(levels * self.step), 0.0)
+        return block_sums(total + privacy, self.start)
+
+    def _distance_partials(self, mode: NDArray) -> Partials:
+        """On the path of the last iterate (its totals are not known here: the distance is
+        taken in :meth:`measure`)."""
+        return Partials()
+
+    def measure(self, totals: dict, which: str = "mode") -> Partials:
+        """As :meth:`GameSlice.measure`, and: the largest deviation gain of any row at its
+        state (``subgame_gap_relative``), the distance on the path, the leader's level in
+        steps below the top and the total over Theorem 1's."""
+        out = super().measure(totals, which)
+        t, m = self._named(totals, which), self._profile(which)
+        own, best = GameSlice._deviation(self, m, t)
+        rows, _ = self._path(m, t)
+        _, _, total = self._around(t)
+        top = self.ROWS - 1
+        out.maxima.update({
+            "subgame_gap_relative": float(np.max(relative_gain(own, best)[self.real])),
+            "total_over_theorem1": total / top,
+            "leader_steps_below": float(top - self._indices(m[:1])[0]) if self.start == 0
+            else -math.inf,
+            **{f"distance_{name}": grid_distance(self.grid, m[rows], ref[rows], False)
+               for name, ref in self.references.items()}})
+        return out
+
+
 #: The slice of each game that runs over shards.
 SLICES: dict[str, type[GameSlice]] = {"bas": BASSlice, "sar": SARSlice, "ppsp": PPSPSlice,
                                       "pricing": PricingSlice,
-                                      "pricing-bayes": BayesPricingSlice}
+                                      "pricing-bayes": BayesPricingSlice,
+                                      "bas-sequential": BASSequentialSlice}

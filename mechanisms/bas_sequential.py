@@ -115,17 +115,24 @@ def backward_induction(alpha: NDArray, step: float, after: NDArray) -> tuple[NDA
     return policy, r
 
 
-def walk(maps: NDArray, u: int) -> tuple[NDArray, int]:
+def walk(maps: NDArray, u: int) -> tuple[NDArray, NDArray]:
     """The state each follower of a run receives from level ``u`` on (steps; the top from
-    there on), and the level the run passes on."""
+    there on) and the level it passes on."""
     m = maps.shape[1]
     states = np.full(len(maps), m - 1, dtype=np.int64)
+    levels = np.empty(len(maps), dtype=np.int64)
     k = 0
     while k < len(maps) and u < m - 1:  # below the top: one follower at a time
         states[k] = u
-        u = int(maps[k, u])
+        u = levels[k] = int(maps[k, u])
         k += 1
-    return states, int(u + maps[k:, -1].sum())  # at the top: each adds its top action
+    levels[k:] = u + np.cumsum(maps[k:, -1])  # at the top: each adds its top action
+    return states, levels
+
+
+def leader_map(action: int, m: int) -> NDArray:
+    """The leader's map: whatever it receives (nothing), it passes on its ``action``."""
+    return np.full(m, action, dtype=np.int64)
 
 
 class BASSequentialGame(GridGame):

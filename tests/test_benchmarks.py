@@ -140,6 +140,7 @@ def test_shards_benchmark():
     assert ring["sum_preserved"] and _finite(ring["seconds"], ring["driver_peak_rss_mb"])
     games = report["games"]
     assert {(r["game"], r["shards"]) for r in games} == {
-        (g, k) for g in ("bas", "sar", "ppsp", "pricing") for k in (0, 2)}
+        (g, k) for g in ("bas", "sar", "ppsp", "pricing", "pricing-bayes", "bas-sequential")
+        for k in (0, 2)}
     assert all(_finite(r["round_s"]) and (not r["shards"] or r["bytes_per_round"] > 0)
                for r in games)

@@ -63,7 +63,7 @@ def _trace_and_outcome(model: Any, config: LearningConfig) -> pd.DataFrame:
     subgame = model.subgame_gap_relative()
     if subgame is not None:  # the sequential chain: subgame perfection, the path's levels
         last["subgame_gap_relative"] = subgame
-        last.update(model.game.path_summary(model.last_iterate()))
+        last.update(model.path_summary())
     end = pd.DataFrame({"round": config.rounds, "metric": list(last), "value": list(last.values())})
     return pd.concat([rows, end], ignore_index=True).assign(
         feedback=config.resolved_feedback, reached=outcome["reached"], play=outcome["play"],

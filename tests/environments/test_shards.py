@@ -3,6 +3,8 @@ at any shard count; the pricing game's shards against the in-process game; a kil
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -227,13 +229,84 @@ def test_the_shards_play_the_pricing_bayes_game(kw):
         model.agent(2 * g.N)
 
 
+def test_the_shards_play_the_sequential_bas_game():
+    """From the shards' level maps alone (``m`` integers a shard), each shard computes the
+    rows' costs at every state (the later followers' replies through the other shards), the
+    round's path, Theorem 1's subgame-perfect profile by backward induction across shards, the
+    deviation gains on the path and at every state, the social costs, the optimum and the
+    realized costs of the in-process :class:`BASSequentialGame` with the same users."""
+    from privgames.mechanisms.bas_sequential import BASSequentialGame
+
+    model = _model(3, True, game="bas-sequential", grid_points=9, rounds=10)
+    c, slices = model.config, [s.slice for s in model.run_.shards]
+    g = BASSequentialGame(np.concatenate([s.beta for s in slices]), c.d, c.grid_points)
+    m = g.grid.size
+
+    def population(parts):  # the shards' rows (user-major, the leader's m) as the game's
+        x = np.concatenate(parts)
+        return np.concatenate([x[:1], x[m:]])
+
+    np.testing.assert_allclose(model.grid, g.grid, rtol=1e-15)
+    ref = g.references()["theorem1"]
+    assert np.array_equal(population([s.references["theorem1"] for s in slices]), ref)
+    predicted = model.predicted()
+    assert predicted["nash_gaps"]["theorem1"] == pytest.approx(g.nash_gap(
+        ref, population([s.span for s in slices])), abs=1e-12)
+    assert predicted["social_costs"]["theorem1"] == pytest.approx(g.social_cost(ref),
+                                                                  rel=1e-12)
+    assert predicted["optimum"] == pytest.approx(g.optimum(), rel=1e-12)
+    model.run(4)
+    played = population([s.values for s in slices])
+    totals = combine([s._profile_partials(s.values) for s in slices])
+    costs = population([s._costs(s.values, totals) for s in slices])
+    np.testing.assert_allclose(costs, g.costs(played), rtol=1e-12)
+    g.played(played)
+    assert np.array_equal(population([s.active for s in slices]), g.active)
+    last = model.last_iterate()
+    assert np.array_equal(last, population([s.mode for s in slices]))
+    row = model.results().iloc[-1]
+    assert row["social_cost"] == pytest.approx(g.social_cost(last), rel=1e-12)
+    assert row["nash_gap_relative"] == pytest.approx(g.nash_gap_relative(last), abs=1e-12)
+    assert row["distance"] == pytest.approx(g.distance(last, ref), abs=1e-15)
+    assert model.subgame_gap_relative() == pytest.approx(g.subgame_gap_relative(last),
+                                                         rel=1e-12)
+    assert model.path_summary() == pytest.approx(g.path_summary(last), rel=1e-12)
+    rng = copy.deepcopy(slices[0].common)
+    realized = population([s._realized(s.values, None, totals, None, copy.deepcopy(rng), None)
+                           for s in slices])
+    np.testing.assert_allclose(realized, g.realized(played, rng), rtol=1e-12)
+    view = model.agent(1 + (BLOCK + 6) * m + 3)  # user BLOCK + 7 at state 3
+    assert view.private == {"beta": g.beta[BLOCK + 7]}
+    assert view.iterate == last[1 + (BLOCK + 6) * m + 3]
+
+
+def test_a_first_user_with_the_top_preference_changes_places():
+    """Stage 2 (the top bidder is not first): over seeds where user 0 draws the largest
+    preference, it changes places with another user; the preferences are the ones drawn."""
+    from privgames.environments.learning_slices import TYPES
+
+    swapped = 0
+    for seed in range(12):
+        config = LearningConfig(game="bas-sequential", agents=3, rounds=2, backend="ray",
+                                shards=1)
+        model = ShardedLearningModel(config, seed, in_process=True)
+        piece = model.run_.shards[0].slice
+        drawn = BlockStreams(model.run_._args[0][2], TYPES, 0, 3, 3).uniform() * 1.3
+        assert np.array_equal(np.sort(piece.beta), np.sort(drawn))
+        assert piece.beta[0] < piece.beta.max()
+        swapped += drawn[0] == drawn.max()
+    assert swapped >= 2  # the case under test came up
+
+
 @pytest.mark.ray
 @pytest.mark.parametrize("game, learner, kw", [
     ("pricing", "hedge", {"aggregation": "mle"}), ("pricing", "exp3", {"aggregation": "mean"}),
     ("bas", "hedge", {}), ("bas", "exp3", {}), ("sar", "regret_matching", {}),
     ("sar", "exp3", {"attacker": "strong", "p": 0.3}), ("ppsp", "fictitious", {}),
     ("ppsp", "exp3", {}), ("pricing-bayes", "hedge", {"aggregation": "mle", "pricing": True}),
-    ("pricing-bayes", "exp3", {"aggregation": "mean"})])
+    ("pricing-bayes", "exp3", {"aggregation": "mean"}),
+    ("bas-sequential", "hedge", {"grid_points": 9}),
+    ("bas-sequential", "exp3", {"grid_points": 9})])
 def test_any_shard_count_gives_the_same_rows(ray_session, game, learner, kw):
     """Every game over shards, in process with one shard, and two (uneven) or three Ray
     actors: equal rows, outcomes, predictions and last iterates, not close ones (full and
@@ -272,9 +345,6 @@ def test_a_killed_shard_is_restored_and_the_run_is_unchanged(ray_session):
 def test_bad_shard_settings_are_refused_by_name():
     for kw, message in (({"shards": 0}, "shards=0 is out of range"),
                         ({"shards": 4}, "shards must be <= 3"),
-                        ({"game": "bas-sequential"}, "game='bas-sequential' is not allowed "
-                         "with backend='ray': it runs over shards bas, sar, ppsp, pricing, "
-                         "pricing-bayes"),
                         ({"backend": "vectorized", "shards": 2},
                          "shards=2 is not allowed with backend='vectorized'")):
         with pytest.raises(ConfigError, match=message):
