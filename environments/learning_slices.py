@@ -22,6 +22,10 @@ bas        ``max beta``, ``sum alpha``; the grid NE's   the blocks' sums of ``si
 sar        nothing                                      the participants' count
 ppsp       the weights' sums (Theorem 4's ``c``), the   each shard's two largest and two
            preferred ``c``'s extremes (the grid)        smallest ``c``
+bas-       ``max beta``, ``sum alpha``, the first       each shard's level map (``m``
+sequen-    user's preference (Stage 2's swap);          integers), from which each shard has
+tial       Theorem 1 by backward induction, one map     the level its first user receives and
+           handed from the last shard back              the map of the users after it
 pricing-   the optimum (the first shard's); 64 scale    clients per (type, action) this round
 bayes      rounds' counts and release sums              and per (profile, type, action) over
                                                         the analyst's profiles (integers,
