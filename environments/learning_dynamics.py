@@ -109,8 +109,7 @@ class LearningConfig:
         alpha_L, alpha_H, p_low: ``pricing-bayes``'s two sensitivities ``0 < alpha_L <
             alpha_H < 1`` and the prior probability of the low one (the paper's ``eta``).
         backend: ``vectorized`` (one process) or ``ray`` (one population split into ``shards``
-            Ray actors, the driver holding only aggregates: ``bas``, ``sar``, ``ppsp`` and
-            ``pricing``).
+            Ray actors, the driver holding only aggregates; every game).
         shards: the Ray actors of one population (an integer >= 1, at most one per 1,024
             agents, or ``auto``: one per CPU of the Ray cluster).
         history: keep every round's last iterate in the driver (``backend=ray``; O(rounds x
