@@ -758,6 +758,7 @@ class BayesPricingGame(GridGame):
         self.active = self.row_type == 0
         self.profiles, self.profile_weights = type_profiles(
             self.N, game.eta, lambda k: rng.random((k, self.N)))
+        self._deviation: tuple = (None, None)
 
     # --- the protocol -------------------------------------------------------------------------
     def begin_round(self, rng: np.random.Generator) -> None:
@@ -838,9 +839,13 @@ class BayesPricingGame(GridGame):
 
     def deviation(self, values: NDArray) -> tuple[NDArray, NDArray]:
         """Each row's interim expected cost and its best interim cost on the grid (0 gain at
-        a BNE of the grid game)."""
-        interim = self.interim_costs(values)
-        return self._own(values, interim), interim.min(axis=1)
+        a BNE of the grid game; the last profile's kept: the absolute and the relative gain
+        both ask)."""
+        key = np.asarray(values, dtype=float).tobytes()
+        if self._deviation[0] != key:
+            interim = self.interim_costs(values)
+            self._deviation = (key, (self._own(values, interim), interim.min(axis=1)))
+        return self._deviation[1]
 
     def social_cost(self, values: NDArray) -> float:
         """The expected ``sum_i J_i`` (prices are transfers) over the type profiles."""
