@@ -7,6 +7,10 @@ the numbers) and, when ``privgames viz --results DIR`` started it, the results p
 report's verdict tables with their figures, a DuckDB query box over the Parquet files). Solara's
 own JavaScript comes from the ``solara-assets`` package, so no page needs the internet.
 
+The pages (Mesa, the environments, matplotlib: about 2.5 s of imports) are loaded by a thread
+started with the server and, at the latest, by the first visit to one; the index reads the
+games' packages alone, so the server answers before they are loaded.
+
 The browser is untrusted and so is a results folder (file and column names, report text): no
 value reaches the page as HTML. Tables are components whose cells are text nodes
 (:func:`Table`), Markdown is rendered and then sanitised by ``nh3`` (Ammonia: no script, no
@@ -16,8 +20,11 @@ read-only on the results' Parquet files alone (:func:`privgames.analysis.results
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 import re
+import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,21 +32,15 @@ from typing import Any
 
 import markdown
 import nh3
-import pandas as pd
+import reacton.ipywidgets as rw
 import solara
 
+from privgames.analysis.experiments import GAMES
 from privgames.analysis.page_server import RESULTS_ENV
-from privgames.analysis.pages import Page, PageModel, all_pages, format_reading
 
-# Mesa 3.3's ComponentsView calls a hook after an early return (harmless: that return is for an
-# empty component list, never ours), which Solara reports when Mesa's module is imported; on
-# 127.0.0.1 Solara falls back to samesite=lax cookies, what a loopback page wants. Neither is
-# the user's to act on.
+# On 127.0.0.1 Solara falls back to samesite=lax cookies, what a loopback page wants: not the
+# user's to act on.
 warnings.filterwarnings("ignore", message="Cookies with samesite=none require https")
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message=".*ComponentsView: `use_state` found despite")
-    from mesa.visualization import SolaraViz
-
 
 
 def _showing_value(slider: Any) -> Any:
@@ -88,21 +89,24 @@ def Table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> Any:
         solara.v.Html(tag="tbody", children=[row("td", cells) for cells in rows])])
 
 
-def _agents(model: PageModel) -> Any:
-    return _figure(model, model.page.agents)
+def _agents(model: Any) -> Any:
+    return _figure(model, model.page.agents, "agents")
 
 
-def _measures(model: PageModel) -> Any:
-    return _figure(model, model.page.draw_measures)
+def _measures(model: Any) -> Any:
+    return _figure(model, model.page.draw_measures, "measures")
 
 
-def _figure(model: PageModel, draw: Any) -> Any:
+def _figure(model: Any, draw: Any, kind: str) -> Any:
+    from privgames.analysis.pages import rendered
+
     if model.error is not None:  # the numbers' card says why, once
         return solara.Text("")
-    return solara.FigureMatplotlib(draw(model.env), format="png")
+    value, mime = rendered(draw(model.env), kind)
+    return rw.Image(value=value, format=mime)
 
 
-def _readings(model: PageModel) -> Any:
+def _readings(model: Any) -> Any:
     """The numbers the page shows, or the config's message when it refused the inputs."""
     if model.error is not None:
         return solara.Error(f"privgames: error: {model.error}")
@@ -111,6 +115,8 @@ def _readings(model: PageModel) -> Any:
     with solara.Column() as column:
         if not model.running:
             solara.Warning("This run has ended: nothing changes any more. Reset starts again.")
+        from privgames.analysis.pages import format_reading
+
         Table([model.page.title, "value"],
               [(label, format_reading(value))
                for label, value in model.readings().items()])
@@ -118,8 +124,40 @@ def _readings(model: PageModel) -> Any:
     return column
 
 
-def environment_page(page: Page) -> Any:
+@functools.cache
+def _pages() -> dict[str, Any]:
+    """Every game's :class:`~privgames.analysis.pages.Page` (Mesa 3.3's ComponentsView calls a
+    hook after an early return, for an empty component list, never ours, which Solara reports
+    when Mesa's module is imported: not the user's to act on)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*ComponentsView: `use_state` found despite")
+        import mesa.visualization  # noqa: F401
+
+        from privgames.analysis.pages import all_pages
+
+        return all_pages()
+
+
+@functools.cache
+def _view(route: str) -> Any:
+    return environment_page(_pages()[route])
+
+
+def lazy_page(route: str) -> Any:
+    """The page at ``route``, built on its first visit."""
+    @solara.component
+    def Lazy() -> Any:
+        return _view(route)()
+
+    return Lazy
+
+
+def environment_page(page: Any) -> Any:
     """The SolaraViz component of ``page``: one model per browser session."""
+    from mesa.visualization import SolaraViz
+
+    from privgames.analysis.pages import PageModel
+
     model_class = PageModel.of(page)
     params = page.model_params()
 
@@ -133,14 +171,22 @@ def environment_page(page: Page) -> Any:
     return View
 
 
+def _games() -> list[tuple[str, str]]:
+    """Each game's page route and its package's first paragraph (no game is imported)."""
+    out = []
+    for game in GAMES:
+        package = importlib.import_module(f"privgames.analysis.{game}")
+        out.append((package.PAGE, " ".join(package.__doc__.split("\n\n")[0].split())))
+    return out
+
+
 @solara.component
 def Index() -> Any:
     with solara.Column(style={"padding": "24px"}):
         lines = ["# privgames pages", "Each page runs one environment: set its parameters, "
                  "press Reset, then Step or ▶.", ""]
-        for route, page in all_pages().items():
-            summary = page.model_type.__doc__.splitlines()[0]
-            lines.append(f"- [{page.title}](/{route}): {summary}")
+        for route, summary in _games():
+            lines.append(f"- [{route}](/{route}): {summary}")
         SafeMarkdown("\n".join(lines))
         if os.environ.get(RESULTS_ENV):
             solara.Button("Results", href="/results", text=True)
@@ -190,6 +236,8 @@ def _report(folder: Path) -> set[str]:
 
 
 def _query(folder: Path, sql: str) -> Any:
+    import pandas as pd
+
     from privgames.analysis.results import query
     from privgames.environments.config import ConfigError
 
@@ -206,6 +254,7 @@ def _query(folder: Path, sql: str) -> Any:
 
 
 routes = [solara.Route(path="/", component=Index, label="privgames"),
-          *[solara.Route(path=route, component=environment_page(page), label=page.title)
-            for route, page in all_pages().items()],
+          *[solara.Route(path=route, component=lazy_page(route), label=route)
+            for route, _ in _games()],
           solara.Route(path="results", component=Results, label="Results")]
+threading.Thread(target=_pages, name="privgames-pages", daemon=True).start()

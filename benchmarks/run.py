@@ -56,6 +56,7 @@ TARGETS = [
     ("bench_apes", "eon_numerical_s", "<", 1.0, "EoN numerical bound at n = 10^6 (s)"),
     ("bench_budget", "ratio_to_sklearn_lloyd", ">=", 1.0, "DP k-means vs scikit-learn's Lloyd"),
     ("bench_pages", "start_s", "<", 3.0, "`privgames viz` listening (s)"),
+    ("bench_pages", "index_s", "<", 3.0, "`privgames viz` answering its index (s)"),
     ("bench_shards", "long.driver_peak_rss_mb", "<", 500.0,
      "10^6 agents x 200 rounds on 2 Ray shards: the driver's peak memory (MB)"),
     ("bench_shards", "long.shard_growth", "<", 1.05,

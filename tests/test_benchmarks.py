@@ -117,7 +117,9 @@ def test_learning_benchmark():
 
 def test_pages_benchmark():
     report = _report("bench_pages.py")
-    assert _finite(report["start_s"], *report["redraw_s"].values())
+    assert _finite(report["start_s"], report["index_s"], report["pages_load_s"],
+                   *report["redraw_s"].values())
+    assert report["start_s"] <= report["index_s"]
     assert set(report["redraw_s"]) == {"bas", "sar", "ppsp", "pricing", "kmeans", "apes",
                                        "learning"}
 
