@@ -291,7 +291,8 @@ def main() -> None:
                      ("--mutation-only", "run only the mutation guard and replace its section "
                       "of the table"),
                      options=(("--paper-timings", "the paper-scale wall times of an earlier "
-                               "run's timings.json"), ("--out", "where to write the table")))
+                               "run's timings.json"), ("--out", "where to write the table"),
+                              ("--json", "where to write every script's report as JSON")))
     out = args.out or HERE / "RESULTS.md"
     if args.mutation_only:
         out.write_text(replace_section(out.read_text(), mutation_section()))
@@ -335,6 +336,8 @@ def main() -> None:
     if not args.quick:
         lines += ["", *mutation_section()]
     out.write_text("\n".join(lines) + "\n")
+    if args.json:
+        args.json.write_text(json.dumps(results))
     print(f"wrote {out}")
 
 

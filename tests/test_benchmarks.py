@@ -3,6 +3,8 @@
 Speed is reported by the scripts (ratios measured in one run), never asserted here: a timing
 assertion on a shared machine either flakes or cannot fail. What is asserted can fail: the
 scripts finish, report every documented figure as a finite number, and keep memory bounded.
+Every script runs once, through ``run.py --quick`` (the table's own run, whose reports it also
+writes as JSON); each test reads its script's report from that run.
 """
 
 from __future__ import annotations
@@ -19,51 +21,59 @@ import pytest
 BENCH = Path(__file__).parents[1] / "benchmarks"
 
 
-def _report(script: str, *args: str) -> dict:
-    proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", *args],
-                          capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout)
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory) -> dict:
+    """``run.py --quick`` once: its table (with paper timings given) and every report."""
+    folder = tmp_path_factory.mktemp("bench")
+    timings = folder / "timings.json"
+    timings.write_text(json.dumps({"seconds": {"fast": 5.0, "slow": 61.0, "apes-clip": 200.0},
+                                   "total": 266.0}))
+    subprocess.run([sys.executable, str(BENCH / "run.py"), "--quick", "--paper-timings",
+                    str(timings), "--out", str(folder / "RESULTS.md"), "--json",
+                    str(folder / "results.json")], capture_output=True, check=True)
+    return {"timings": timings, "table": (folder / "RESULTS.md").read_text(),
+            "reports": json.loads((folder / "results.json").read_text())}
 
 
 def _finite(*values: float) -> bool:
     return all(isinstance(v, float | int) and math.isfinite(v) for v in values)
 
 
-def test_chain_benchmark():
-    report = _report("bench_chain.py", "--no-ray")
+def test_chain_benchmark(quick):
+    report = quick["reports"]["bench_chain"]
     assert _finite(report["kernel"]["ratio_to_raw"], report["mesa"]["speedup"])
     # bounded memory: the traced peak stays far below the noise tensor it simulates
     assert report["memory"]["peak_traced_MiB"] < 0.5 * 1024 * report["memory"]["noise_tensor_GiB"]
 
 
-def test_sar_benchmark():
-    report = _report("bench_sar.py")
+def test_sar_benchmark(quick):
+    report = quick["reports"]["bench_sar"]
     assert {r["attacker"] for r in report} == {"weak", "strong"}
     assert all(_finite(r["trials_per_s"], r["ratio_to_raw"]) for r in report)
 
 
-def test_ppsp_benchmark():
-    report = _report("bench_ppsp.py", "--no-ray")
+def test_ppsp_benchmark(quick):
+    report = quick["reports"]["bench_ppsp"]
     assert _finite(report["vectorized"]["ratio_to_raw"], report["mesa"]["speedup"])
     memory = report["memory"]
     assert memory["peak_traced_MiB"] < 0.25 * memory["all_steps_would_be_MiB"]
 
 
-def test_pricing_benchmark():
-    report = _report("bench_pricing.py")
+def test_pricing_benchmark(quick):
+    report = quick["reports"]["bench_pricing"]
     assert _finite(report["solve_eq10_eq11_s"], report["best_response_round_s"],
                    report["vectorised_over_loop"])
 
 
-def test_budget_benchmark():
-    report = _report("bench_budget.py")
+def test_budget_benchmark(quick):
+    report = quick["reports"]["bench_budget"]
     assert _finite(report["dp_kmeans_point_iterations_per_s"],
                    report["sklearn_lloyd_point_iterations_per_s"],
                    report["ratio_to_sklearn_lloyd"], report["paper_scale_estimated_s_one_core"])
 
 
-def test_apes_benchmark():
-    report = _report("bench_apes.py")
+def test_apes_benchmark(quick):
+    report = quick["reports"]["bench_apes"]
     r, k = report["round"], report["kernel"]
     assert _finite(report["eon_numerical_s"], report["baseline_numerical_s"],
                    r["ratio_to_exponential"], k["ratio_to_exponential"], k["ratio_to_uniform"])
@@ -78,19 +88,13 @@ def _cells(markdown: str, start: str) -> list[list[str]]:
             for line in markdown.splitlines() if line.startswith(start)]
 
 
-def test_results_table_judges_every_target(tmp_path):
+def test_results_table_judges_every_target(quick):
     """``run.py --quick --paper-timings`` runs every benchmark, and judges each paper-scale
     wall time from the given ``timings.json`` against its target (an experiment under a
     minute, an APES one under 90 s, the total under ten) and names the file it took them
     from; a target not met gets its floor (an APES experiment's draws at the sampler's rate
     the same run measured, beside numpy's standard_exponential rate) or reason."""
-    timings = tmp_path / "timings.json"
-    timings.write_text(json.dumps({"seconds": {"fast": 5.0, "slow": 61.0, "apes-clip": 200.0},
-                                   "total": 266.0}))
-    out = tmp_path / "RESULTS.md"
-    subprocess.run([sys.executable, str(BENCH / "run.py"), "--quick", "--paper-timings",
-                    str(timings), "--out", str(out)], capture_output=True, check=True)
-    table = out.read_text()
+    timings, table = quick["timings"], quick["table"]
     assert f"--paper-timings {timings}" in table
     assert "| `fast` at paper scale (s) | 5 | < 60.0 | yes |" in table
     assert "| `slow` at paper scale (s) | 61 | < 60.0 | no |" in table
@@ -106,8 +110,8 @@ def test_results_table_judges_every_target(tmp_path):
     assert floor == pytest.approx(8.19e9 / rate / os.cpu_count(), rel=0.01)
 
 
-def test_learning_benchmark():
-    report = _report("bench_learning.py")
+def test_learning_benchmark(quick):
+    report = quick["reports"]["bench_learning"]
     for learner in ("hedge", "exp3"):
         for game in ("bas", "sar", "ppsp", "pricing", "pricing-bayes"):
             figures = report[learner][game]
@@ -115,8 +119,8 @@ def test_learning_benchmark():
             assert figures["round_s"] > 0
 
 
-def test_pages_benchmark():
-    report = _report("bench_pages.py")
+def test_pages_benchmark(quick):
+    report = quick["reports"]["bench_pages"]
     assert _finite(report["start_s"], report["index_s"], report["pages_load_s"],
                    *report["redraw_s"].values())
     assert report["start_s"] <= report["index_s"]
@@ -125,10 +129,10 @@ def test_pages_benchmark():
 
 
 @pytest.mark.ray
-def test_shards_benchmark():
+def test_shards_benchmark(quick):
     """One population over Ray shards reports its time, memory and bytes per round; the
     shards' memory does not grow with the rounds."""
-    report = _report("bench_shards.py")
+    report = quick["reports"]["bench_shards"]
     rows = report["table"]
     assert {(r["agents"], r["shards"]) for r in rows} == {(3000, 0), (3000, 1), (3000, 2)}
     for r in rows:
