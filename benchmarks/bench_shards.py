@@ -11,7 +11,8 @@ that part): time, the driver's and each shard's peak memory, against the vectori
 estimate.
 
 Run ``python benchmarks/bench_shards.py`` (``--quick`` for a smoke run). Each configuration runs
-in a fresh process, so that each peak resident size is its own.
+in a fresh process, so that each peak resident size is its own (``--quick``: all in this one,
+sharing one Ray session: a smoke run's memory figures are not measurements).
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ def ring(n: int, shards: int) -> dict:
 
 
 def _in_fresh_process(agents: int, shards: int, rounds: int, probe: int,
-                      game: str = "pricing") -> dict:
+                      game: str = "pricing", fresh: bool = True) -> dict:
+    if not fresh:
+        return one(agents, shards, rounds, probe, game)
     done = subprocess.run([sys.executable, __file__, "--one", f"{agents},{shards},{rounds},"
                            f"{probe},{game}"], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -127,12 +130,14 @@ def main() -> None:
     if args.ring:
         print(json.dumps(out))
         return
+    fresh = not args.quick
     out["games"] = [_in_fresh_process(agents if args.quick else GAME_AGENTS.get(game, agents),
-                                      k, rounds, 2, game) for game in GAMES for k in (0, 2)]
+                                      k, rounds, 2, game, fresh) for game in GAMES
+                    for k in (0, 2)]
     if not args.games:
-        out["table"] = [_in_fresh_process(n, k, rounds, 2) for n in sizes for k in (0, *shards)
-                        if k <= -(-n // 1024)]
-        out["long"] = (_in_fresh_process(3000, 2, 30, 3) if args.quick else
+        out["table"] = [_in_fresh_process(n, k, rounds, 2, fresh=fresh) for n in sizes
+                        for k in (0, *shards) if k <= -(-n // 1024)]
+        out["long"] = (_in_fresh_process(3000, 2, 30, 3, fresh=False) if args.quick else
                        _in_fresh_process(1_000_000, 2, 200, 20))
     print(json.dumps(out))
 
