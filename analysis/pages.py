@@ -16,6 +16,7 @@ import functools
 import importlib
 import io
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -256,13 +257,47 @@ def new_figure(ncols: int = 1) -> tuple[Figure, Any]:
         return fig, fig.subplots(1, ncols)
 
 
+class ReadableLog(matplotlib.ticker.Locator):
+    """A log axis's ticks, every one labelled: over less than about a decade and a half,
+    evenly spaced values (decades alone would leave it without a label); up to three decades,
+    1, 2 and 5 times each; beyond, every decade or every few, five or six ticks in all."""
+
+    def __init__(self) -> None:
+        self.linear = matplotlib.ticker.MaxNLocator(3)
+
+    def __call__(self) -> Sequence[float]:
+        return self.tick_values(*self.axis.get_view_interval())
+
+    def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
+        lo, hi = sorted((vmin, vmax))
+        if not (lo > 0 and np.isfinite(hi)):
+            return []
+        if hi / lo < 30:
+            ticks = self.linear.tick_values(lo, hi)
+            return ticks[ticks > 0]
+        first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+        if last - first <= 3:
+            return [m * 10.0**d for d in range(first, last + 1) for m in (1.0, 2.0, 5.0)]
+        stride = -(-(last - first) // 5)
+        return [10.0**d for d in range(first - first % stride, last + 1, stride)]
+
+
 def log_y(ax: Any) -> None:
-    """A log y axis whose labels are plain text (``0.01``, ``1000``, ``1e+06``): the default
-    mathtext labels take a third of a page's drawing time; no minor ticks (eight a decade,
-    each a tick object made at every step: a quarter of the pricing page's drawing)."""
+    """A log y axis whose ticks all carry plain-text labels (``0.01``, ``1000``, ``1e6``:
+    the default mathtext labels take a third of a page's drawing time; :class:`ReadableLog`),
+    without minor ticks (eight a decade, each a tick object made at every step: a quarter of
+    the pricing page's drawing)."""
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_major_locator(ReadableLog())
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: short(v)))
     ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def short(value: float) -> str:
+    """A tick label in at most four significant digits and a short exponent (``0.01``,
+    ``1000``, ``4.885e7``): a long one would not fit the fixed margin."""
+    text = f"{value:.4g}"
+    return text.replace("e+0", "e").replace("e+", "e").replace("e-0", "e-")
 
 
 def dots(n: int) -> dict[str, Any]:

@@ -286,3 +286,21 @@ def test_the_kmeans_page_offers_data_and_method_as_choices():
     assert "avg" in params["method"]["values"] and "flip-geo/perturb" in params["method"]["values"]
     for method in params["method"]["values"]:
         parse_method(method)
+
+
+@pytest.mark.parametrize("lo, hi", [(4.88e7, 4.93e7), (770.0, 4806.0), (3.0, 17977.0),
+                                    (0.08, 64306.0), (0.0015, 751486.0), (1e-9, 1e12)])
+def test_a_log_axis_reads_at_any_range(lo, hi):
+    """Between 2 and 7 ticks in view, each labelled in a few characters, whether the axis
+    spans 1 % of a decade or 21 decades (decades alone left a narrow one without a label)."""
+    from privgames.analysis.pages import log_y, new_figure
+
+    fig, ax = new_figure()
+    ax.plot([1, 2], [lo, hi])
+    log_y(ax)
+    ax.set_ylim(lo, hi)
+    fig.savefig(io.BytesIO())
+    shown = [t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi]
+    assert 2 <= len(shown) <= 7, shown
+    assert all(0 < len(label) <= 7 for label in shown), shown
+    assert len(set(shown)) == len(shown)
