@@ -40,7 +40,6 @@ generator each shard holds a copy of.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 from dataclasses import dataclass
@@ -881,7 +880,7 @@ class BASSequentialSlice(GameSlice):
         self.ROWS = config.grid_points
         super().__init__(config, seed, start, stop, start_run)
         self.beta = config.beta_max * self.type_stream.uniform()
-        self.swap = generator(child(seed, COMMON, 2))
+        self.partner = int(generator(child(seed, COMMON, 2)).integers(1, self.n))
         self._cached: tuple = (None, None, None)
 
     # --- the chain's order, grid and Theorem 1 --------------------------------------------------
@@ -892,9 +891,7 @@ class BASSequentialSlice(GameSlice):
 
     def _swapped_with(self, totals: dict) -> int | None:
         """The user that takes the first place from a first user with the top preference."""
-        if totals["first"] < totals["beta_max"]:
-            return None
-        return int(copy.deepcopy(self.swap).integers(1, self.n))
+        return None if totals["first"] < totals["beta_max"] else self.partner
 
     def swap_partials(self, totals: dict) -> Partials:
         j = self._swapped_with(totals)
@@ -985,13 +982,13 @@ class BASSequentialSlice(GameSlice):
         mine = int(np.flatnonzero(totals["starts"] == self.start)[0])
         u = 0
         for f in maps[:mine]:
-            u = int(apply_map(f, u))
+            u = int(apply_map(f, [u])[0])
         after = identity_map(self.ROWS)
         for f in maps[:mine:-1]:
             after = compose(after, f)
         total = u
         for f in maps[mine:]:
-            total = int(apply_map(f, total))
+            total = int(apply_map(f, [total])[0])
         return u, after, total
 
     def _parts(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:

@@ -58,27 +58,34 @@ def identity_map(m: int) -> NDArray:
 
 
 def apply_map(f: NDArray, u: ArrayLike) -> NDArray:
-    """The level map ``f`` passes on for received levels ``u`` (any shape)."""
+    """The levels map ``f`` (``(m,)``, or a stack ``(n, m)`` row by row) passes on for received
+    levels ``u`` (``(k,)``, or ``(n, k)``)."""
     u = np.asarray(u, dtype=np.int64)
-    top = f.size - 1
-    return np.where(u < top, f[np.minimum(u, top - 1)], u + f[top])
+    top = f.shape[-1] - 1
+    return np.where(u < top, np.take_along_axis(f, np.minimum(u, top - 1), axis=-1),
+                    u + f[..., -1:])
 
 
 def compose(g: NDArray, f: NDArray) -> NDArray:
-    """The map of ``f``'s followers, then ``g``'s."""
-    return np.append(apply_map(g, f[:-1]), f[-1] + g[-1])
+    """The map of ``f``'s followers, then ``g``'s (row by row for stacks)."""
+    return np.concatenate([apply_map(g, f[..., :-1]), f[..., -1:] + g[..., -1:]], axis=-1)
 
 
 def rest_maps(maps: NDArray, after: NDArray) -> tuple[NDArray, NDArray]:
     """For a run of followers with ``maps``, each one's map from the level it passes on to the
     chain's total (the followers after it, then ``after``), and the run's own map from the
-    level its first follower receives."""
-    rest = np.empty_like(maps)
-    r = after
-    for k in range(len(maps) - 1, -1, -1):
-        rest[k] = r
-        r = compose(r, maps[k])
-    return rest, r
+    level its first follower receives. A suffix scan (each map composed with the one ``step``
+    later, ``step`` doubling): ``log2`` of the run's length numpy passes, not a Python step per
+    follower; maps of integers compose exactly in any grouping."""
+    n, m = maps.shape
+    suffix = maps.copy()  # suffix[k]: followers k, k + 1, ... composed
+    step = 1
+    while step < n:
+        suffix[:n - step] = compose(suffix[step:], suffix[:n - step])
+        step *= 2
+    tail = np.vstack([suffix[1:], identity_map(m)[None]])
+    rest = compose(np.broadcast_to(after, maps.shape), tail)
+    return rest, (compose(after, suffix[0]) if n else after)
 
 
 def chain_parts(rest: NDArray, alpha: NDArray, states: NDArray,
