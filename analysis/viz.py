@@ -90,19 +90,19 @@ def Table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> Any:
 
 
 def _agents(model: Any) -> Any:
-    return _figure(model, model.page.agents, "agents")
+    return _figure(model, "agents")
 
 
 def _measures(model: Any) -> Any:
-    return _figure(model, model.page.draw_measures, "measures")
+    return _figure(model, "measures")
 
 
-def _figure(model: Any, draw: Any, kind: str) -> Any:
+def _figure(model: Any, kind: str) -> Any:
     from privgames.analysis.pages import rendered
 
     if model.error is not None:  # the numbers' card says why, once
         return solara.Text("")
-    value, mime = rendered(draw(model.env), kind)
+    value, mime = rendered(model.figure(kind), kind)
     return rw.Image(value=value, format=mime)
 
 

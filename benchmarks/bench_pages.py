@@ -76,8 +76,8 @@ def _pages_seconds() -> float:
 def _redraw(model: PageModel) -> None:
     model.step()
     model.readings()
-    rendered(model.page.agents(model.env), "agents")
-    rendered(model.page.draw_measures(model.env), "measures")
+    rendered(model.figure("agents"), "agents")
+    rendered(model.figure("measures"), "measures")
 
 
 def main() -> None:

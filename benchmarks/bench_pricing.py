@@ -1,6 +1,7 @@
 """Pricing FL game: time to solve eq (10)/(11) and one round of global best responses at
-N = 10,000 (targets: under 1 s each), and the vectorised round against a loop that computes
-one client's global best response at a time (the same algorithm, no vectorisation).
+N = 10,000 (targets: under 1 s each), and that round (one compiled call over every client)
+against a loop that asks for one client's global best response at a time, as clients moving
+in turn do (the same compiled search; the difference is the cost of a call).
 
 Run ``python benchmarks/bench_pricing.py`` (``--quick`` for a smoke run). Times are medians of
 interleaved repetitions in one process; the ratio is what to compare across machines.

@@ -162,31 +162,29 @@ class PricingConfig:
 
 
 class ExactSum:
-    """A sum kept exactly while terms are added and removed (Shewchuk's non-overlapping
-    partials, as ``math.fsum``): a running float sum would drift, and the rest of an
-    aggregate that one large part dominates would come out wrong, even negative."""
+    """A sum kept exactly while terms are added and removed: every finite float is a whole
+    multiple of 2^-1074, so the sum is kept as that whole number (a running float sum would
+    drift, and the rest of an aggregate that one large part dominates would come out wrong,
+    even negative)."""
 
     def __init__(self, terms: NDArray) -> None:
-        self.partials: list[float] = []
-        for term in terms.tolist():
-            self.add(term)
+        self.units = sum(map(_units, terms.tolist()))
 
     def add(self, x: float) -> None:
-        kept = 0
-        for y in self.partials:
-            if abs(x) < abs(y):
-                x, y = y, x
-            high = x + y
-            low = y - (high - x)
-            if low:
-                self.partials[kept] = low
-                kept += 1
-            x = high
-        self.partials[kept:] = [x]
+        self.units += _units(x)
 
     def value(self) -> float:
-        """The sum, correctly rounded."""
-        return math.fsum(self.partials)
+        """The sum, correctly rounded (Python's integer division is)."""
+        return self.units / _UNIT
+
+
+_UNIT = 1 << 1074  # 2^1074: the smallest float's reciprocal
+
+
+def _units(x: float) -> int:
+    """``x`` (finite) in multiples of 2^-1074, exactly."""
+    numerator, denominator = x.as_integer_ratio()
+    return numerator << (1075 - denominator.bit_length())
 
 
 class Turns:
@@ -198,11 +196,12 @@ class Turns:
 
     Attributes:
         sigma: the model's profile (moves are written into it).
+        parts: each client's part of the aggregate (:func:`aggregate_parts`), kept with it.
     """
 
     def __init__(self, sigma: NDArray, aggregation: str) -> None:
         self.sigma, self.aggregation = sigma, aggregation
-        parts = aggregate_parts(sigma, aggregation)
+        self.parts = parts = aggregate_parts(sigma, aggregation)
         finite = np.isfinite(parts)
         self.total, self.infinite = ExactSum(parts[finite]), int(np.sum(~finite))
         usable = np.isfinite(sigma) & (sigma > 0)
@@ -211,8 +210,7 @@ class Turns:
 
     def rest(self, i: int) -> NDArray:
         """Client ``i``'s view of the rest of the aggregate (:func:`rest_of_aggregate`)."""
-        own = aggregate_parts(self.sigma[i: i + 1], self.aggregation)
-        return rest_from_total(own, self.total.value(), self.infinite)
+        return rest_from_total(self.parts[i: i + 1], self.total.value(), self.infinite)
 
     def scale(self, game: tuple[float, ...]) -> float:
         """Where the best-response grid is centred (:func:`reference_scale`)."""
@@ -220,9 +218,9 @@ class Turns:
 
     def move(self, i: int, new: float) -> None:
         """Client ``i`` takes noise level ``new``: the sums follow."""
-        old = float(self.sigma[i])
-        for value, sign in ((old, -1), (new, 1)):
-            part = float(aggregate_parts(np.array([value]), self.aggregation)[0])
+        old, was = float(self.sigma[i]), float(self.parts[i])
+        self.parts[i: i + 1] = aggregate_parts(np.array([new]), self.aggregation)
+        for value, part, sign in ((old, was, -1), (new, float(self.parts[i]), 1)):
             if math.isfinite(part):
                 self.total.add(sign * part)
             else:
@@ -289,19 +287,22 @@ class PricingFLModel(Environment):
     def reference_scale(self) -> float:
         return reference_scale(self.sigma, *self.game)
 
-    def damped(self, sigma: NDArray | np.floating, target: NDArray | np.floating,
+    def damped(self, sigma: NDArray | float, target: NDArray | float,
                smallest: float | None = None) -> NDArray:
-        """Move ``damping`` of the way to ``target`` in precision ``1/sigma`` (arrays, or numpy
-        scalars for one client). A client whose best response is to opt out fades out (its
-        precision shrinks by ``1 - damping`` a round) and counts as out once its precision is
-        below ``1e-6`` of the largest client's (``1/smallest``, the smallest noise level of
-        the profile when not given): leaving at once would let all clients leave together, a
-        coordination failure of simultaneous moves."""
-        lam = self.config.damping
+        """Move ``damping`` of the way to ``target`` in precision ``1/sigma`` (arrays, or
+        scalars for one client; :func:`~privgames.mechanisms.pricing_kernels.damped`). A
+        client whose best response is to opt out fades out (its precision shrinks by ``1 -
+        damping`` a round) and counts as out once its precision is below ``1e-6`` of the
+        largest client's (``1/smallest``, the smallest noise level of the profile when not
+        given): leaving at once would let all clients leave together, a coordination failure
+        of simultaneous moves."""
+        from privgames.mechanisms.pricing_kernels import damped, damped_at
+
+        smallest = float(np.min(self.sigma)) if smallest is None else smallest
+        if np.ndim(target) == 0:  # one client: a compiled call on floats
+            return damped_at(float(sigma), float(target), smallest, self.config.damping)
         with np.errstate(divide="ignore"):
-            x = (1 - lam) / sigma + lam / target
-            top = 1.0 / (np.min(self.sigma) if smallest is None else smallest)
-            return np.where(np.isinf(target) & (x < 1e-6 * top), np.inf, 1.0 / x)
+            return damped(sigma, target, smallest, self.config.damping)
 
     # --- protocol ---------------------------------------------------------------------------
     def step(self) -> None:

@@ -25,12 +25,11 @@ from privgames.mechanisms.validation import ConfigError
 
 AGGREGATIONS = ("mle", "mean")
 #: Grid of the global best response: sigma from ``ref * 10^-GRID_DECADES`` to ``ref * 10^+``,
-#: then ``ZOOM_STEPS`` finer grids of ``ZOOM_POINTS`` around the best point (each 40x finer:
-#: the final bracket is below 1e-11 relative).
+#: then a bisection between the best point's neighbours to ``LOG_TOLERANCE`` in ``log sigma``
+#: (1e-13 relative in sigma).
 GRID_DECADES = 8.0
 GRID_POINTS = 161
-ZOOM_POINTS = 41
-ZOOM_STEPS = 7
+LOG_TOLERANCE = 1e-13
 
 
 def _alpha(alpha: ArrayLike) -> NDArray:
@@ -227,21 +226,17 @@ def compensation(beta: ArrayLike, sigma: ArrayLike) -> float:
     return float(np.sum(b * expected_penalty(sigma)) / b.size)
 
 
-def own_cost(sigma_i: NDArray, others: NDArray, alpha: NDArray, kappa: float, L_F: float,
-              c: float, S: float, aggregation: str, beta: NDArray, n: int) -> NDArray:
+def own_cost(sigma_i: ArrayLike, others: ArrayLike, alpha: ArrayLike, kappa: float, L_F: float,
+             c: float, S: float, aggregation: str, beta: ArrayLike, n: int) -> NDArray:
     """``J_i`` (plus the expected penalty's own part) for candidate ``sigma_i`` in ``[0, inf]``
-    (floats, or any shape broadcasting with the per-client arrays on the last axis). ``others``
-    is the rest of the aggregate: ``sum_{j != i} sigma_j^-2`` (MLE) or ``sum_{j != i}
-    sigma_j^2`` (mean). A term that vanishes at an end (privacy with ``alpha = 0`` at
-    ``sigma = 0``, the penalty with ``beta = 0`` at ``sigma = inf``) is 0, not ``0 * inf``:
-    ``fmax`` with 0 drops the ``nan`` (both terms are never negative)."""
-    if aggregation == "mle":  # callers silence the floating-point warnings of the ends
-        d = (others + sigma_i**-2.0) ** -0.5
-    else:
-        d = np.sqrt(others + sigma_i**2) / n
-    privacy = np.fmax(alpha * c * S / sigma_i, 0.0)
-    penalty = np.fmax(beta * ((n - 1) / n) ** 2 * sigma_i**2, 0.0)
-    return (1.0 - alpha) * kappa * d * (1.0 + d / (2.0 * L_F)) + privacy + penalty
+    (any shapes broadcasting together). ``others`` is the rest of the aggregate: ``sum_{j != i}
+    sigma_j^-2`` (MLE) or ``sum_{j != i} sigma_j^2`` (mean). A term that vanishes at an end
+    (privacy with ``alpha = 0`` at ``sigma = 0``, the penalty with ``beta = 0`` at ``sigma =
+    inf``) is 0, not ``0 * inf`` (:mod:`~privgames.mechanisms.pricing_kernels`, whose compiled
+    formula this is; callers silence the floating-point warnings of the ends)."""
+    from privgames.mechanisms.pricing_kernels import costs
+
+    return costs(sigma_i, others, alpha, beta, kappa, L_F, c, S, aggregation == "mle", n)
 
 
 def best_responses(sigma: ArrayLike, alpha: ArrayLike, kappa: float, L_F: float, c: float,
@@ -266,100 +261,27 @@ def global_best_response(others: NDArray, alpha: NDArray, beta: NDArray, n: int,
     """The minimiser over ``sigma_i in [0, inf]`` of each listed client's cost, given the rest
     of the aggregate (``others``, see :func:`best_responses`) and its penalty coefficient.
 
-    A log grid of ``GRID_POINTS`` points over ``ref * 10^(+-GRID_DECADES)``, refined by
-    ``ZOOM_STEPS`` ever finer grids around the best point (vectorised over clients), then
-    compared with the ends: ``sigma = inf`` (opting out; infinitely penalised when
-    ``beta > 0``) and, for ``alpha_i = 0``, ``sigma = 0``. The finer grids locate the sign
-    change of the cost's derivative, which (unlike the cost itself) keeps its precision near
-    the minimum.
+    A log grid of ``GRID_POINTS`` points over ``ref * 10^(+-GRID_DECADES)``; between the best
+    point's neighbours, the sign change of the cost's derivative (which, unlike the cost
+    itself, keeps its precision near the minimum) by bisection in ``log sigma`` to
+    ``LOG_TOLERANCE``; then the ends: ``sigma = inf`` (opting out; infinitely penalised when
+    ``beta > 0``) and, for ``alpha_i = 0``, ``sigma = 0``. Compiled, one client at a time
+    (:func:`privgames.mechanisms.pricing_kernels.best_responses`): a client moving in turn pays
+    a few microseconds, not numpy's per-call overhead.
     """
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _global_min(others, alpha, beta, n, kappa, L_F, c, S, aggregation, ref)
+    from privgames.mechanisms.pricing_kernels import best_responses as search
+
+    def column(x: ArrayLike) -> NDArray:
+        return np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+
+    return search(column(others), column(alpha), column(beta), int(n), float(kappa),
+                  float(L_F), float(c), float(S), aggregation == "mle", float(ref),
+                  _LOG_OFFSETS, _MULTIPLES, LOG_TOLERANCE)
 
 
-#: The log grid's offsets from ``log(ref)`` and the zoom's fractions of a bracket (constants:
-#: a client responding alone pays numpy's per-call overhead, not the grid's size).
+#: The log grid's offsets from ``log(ref)`` and the same as multiples of ``ref``.
 _LOG_OFFSETS = np.linspace(-GRID_DECADES, GRID_DECADES, GRID_POINTS) * np.log(10)
-_FRACTIONS = np.linspace(0.0, 1.0, ZOOM_POINTS)[:, None]
-#: The grid as multiples of ``ref``, then the ends: opting out and ``sigma = 0``.
-_CANDIDATES = np.append(np.exp(_LOG_OFFSETS), [np.inf, 0.0])[:, None]
-
-
-def _global_min(others, alpha, beta, n, kappa, L_F, c, S, aggregation, ref) -> NDArray:
-    m = alpha.size
-    cols = np.arange(m)
-    args = (others, alpha, kappa, L_F, c, S, aggregation, beta, n)
-    costs = own_cost(ref * _CANDIDATES, *args)  # one call: the grid, opting out, sigma 0
-    values, out, zero = costs[:GRID_POINTS], costs[-2], costs[-1]
-    k = np.argmin(np.where(np.isnan(values), np.inf, values), axis=0)
-    if m == 1:  # one client in turn: Python floats from here (numpy's calls cost 5x)
-        return np.array([_one_min(values[:, 0], float(out[0]), float(zero[0]), int(k[0]), ref,
-                                  (float(others[0]), float(alpha[0]), kappa, L_F, c, S,
-                                   aggregation, float(beta[0]), n))])
-    log_grid = np.log(ref) + _LOG_OFFSETS
-    lo = log_grid[np.maximum(k - 1, 0)]
-    hi = log_grid[np.minimum(k + 1, GRID_POINTS - 1)]
-    for _ in range(ZOOM_STEPS):  # bracket the derivative's sign change ever more finely
-        t = lo + (hi - lo) * _FRACTIONS
-        falling = (_own_slope(np.exp(t), *args) < 0).sum(axis=0)
-        j = np.minimum(np.maximum(falling - 1, 0), ZOOM_POINTS - 2)  # np.clip: 10x cost
-        lo, hi = t[j, cols], t[j + 1, cols]
-    best = np.exp((lo + hi) / 2)
-    best_value = values[k, cols]
-    refined = own_cost(best, *args)
-    best = np.where(refined <= best_value, best, ref * _CANDIDATES[k, 0])
-    best_value = np.minimum(refined, best_value)
-    best = np.where(out < best_value, np.inf, best)
-    best_value = np.minimum(best_value, out)
-    return np.where((alpha == 0) & (zero <= best_value), 0.0, best)
-
-
-def _one_min(values: NDArray, out: float, zero: float, k: int, ref: float,
-             args: tuple) -> float:
-    """:func:`_global_min` for one client, from its grid's costs (``values``, best at ``k``)
-    and the ends' (``out``: opting out, ``zero``: ``sigma = 0``); ``args``: Python floats."""
-    log_ref = math.log(ref)
-    best = math.exp(_root_in_log(log_ref + _LOG_OFFSETS[max(k - 1, 0)],
-                                 log_ref + _LOG_OFFSETS[min(k + 1, GRID_POINTS - 1)], *args))
-    best_value, refined = float(values[k]), float(own_cost(best, *args))
-    if refined <= best_value:
-        best_value = refined
-    else:
-        best = ref * float(_CANDIDATES[k, 0])
-    if out < best_value:
-        best, best_value = math.inf, out
-    return 0.0 if args[1] == 0 and zero <= best_value else best
-
-
-def _root_in_log(lo: float, hi: float, *args) -> float:
-    """The zoom's answer for one client: the ``log sigma`` in ``[lo, hi]`` where the slope stops
-    falling, by Brent's method on its sign change (about 10 evaluations; the zoom's bracket is
-    below 3e-12 wide); without a sign change, the end the zoom converges to (a ``nan`` slope
-    counts as not falling: it is ``nan`` for every sigma or none). ``args``: Python floats
-    (``sigma`` stays positive and finite inside the grid, so no operation raises)."""
-
-    def slope(t: float) -> float:
-        return float(_own_slope(math.exp(t), *args))
-
-    if not slope(lo) < 0:
-        return lo
-    top = slope(hi)
-    if top < 0:
-        return hi
-    return lo if math.isnan(top) else brentq(slope, lo, hi, xtol=1e-13, rtol=1e-15)
-
-
-def _own_slope(sigma_i, others, alpha, kappa, L_F, c, S, aggregation, beta, n) -> NDArray:
-    """``d/d sigma_i`` of :func:`own_cost`: ``(1 - alpha) kappa (1 + Delta / L_F)
-    dDelta/dsigma_i - alpha c S / sigma_i^2 + 2 beta ((N-1)/N)^2 sigma_i``."""
-    if aggregation == "mle":
-        d = (others + sigma_i**-2.0) ** -0.5
-        dd = (d / sigma_i) ** 3
-    else:
-        d = np.sqrt(others + sigma_i**2) / n
-        dd = sigma_i / (n * n * d)
-    accuracy = (1.0 - alpha) * kappa * (1.0 + d / L_F) * dd
-    return accuracy - alpha * c * S / sigma_i**2 + 2.0 * beta * ((n - 1) / n) ** 2 * sigma_i
+_MULTIPLES = np.exp(_LOG_OFFSETS)
 
 
 def rest_of_aggregate(sigma: NDArray, aggregation: str) -> NDArray:
