@@ -106,14 +106,14 @@ def _png(fig):
 @pytest.mark.parametrize("many", [False, True])
 def test_a_redrawn_figure_is_the_figure_drawn_anew(route, many):
     """A step draws into the figure of the step before (its axes and ticks kept): pixel for
-    pixel what a new figure shows, before the first round, after it and later, with a few
+    pixel what a new figure shows, before the first round, after it and after two, with a few
     agents (discs, ticks, colour bars) and with more than ``MANY`` (points and lines)."""
     page = all_pages()[route]
     if many and page.size is None:
         pytest.skip("k-means has no agents to count")
     model = PageModel.of(page)(seed=3, **{**page.defaults(), **({page.size: 100} if many else {})})
     assert model.error is None, model.error
-    for steps in range(4):
+    for steps in range(3):
         for kind, draw in (("agents", page.agents), ("measures", page.draw_measures)):
             assert _png(model.figure(kind)) == _png(draw(model.env)), (kind, steps)
         model.step()
