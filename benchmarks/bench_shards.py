@@ -4,11 +4,10 @@ in-process engine at the same size; then the long run, 10^6 agents x 200 rounds 
 (``--quick``: 3,000 x 30), with the shards' memory after a tenth of the rounds and at the end
 (it must not grow with the rounds), each round also against one numpy multiply over the
 round's ``agents x actions`` costs; and every game over 2 shards at 10^5 agents (pricing-bayes
-and bas-sequential at 10,240; ``--quick``: 3,000) against the in-process engine (``--games``:
-only that part); and the PPSP ring of 10^7
-nodes (``--quick``: 20,000), 20 steps, 20 replications, on 4 Ray shards (``--ring``: only
-that part): time, the driver's and each shard's peak memory, against the vectorized ring's
-estimate.
+and bas-sequential at 10,240; ``--quick``: 2,048, two blocks) against the in-process engine
+(``--games``: only that part); and the PPSP ring of 10^7 nodes (``--quick``: 20,000), 20
+steps, 20 replications, on 4 Ray shards (``--ring``: only that part): time, the driver's and
+each shard's peak memory, against the vectorized ring's estimate.
 
 Run ``python benchmarks/bench_shards.py`` (``--quick`` for a smoke run). Each configuration runs
 in a fresh process, so that each peak resident size is its own (``--quick``: all in this one,
@@ -131,7 +130,7 @@ def main() -> None:
         print(json.dumps(out))
         return
     fresh = not args.quick
-    out["games"] = [_in_fresh_process(agents if args.quick else GAME_AGENTS.get(game, agents),
+    out["games"] = [_in_fresh_process(2048 if args.quick else GAME_AGENTS.get(game, agents),
                                       k, rounds, 2, game, fresh) for game in GAMES
                     for k in (0, 2)]
     if not args.games:

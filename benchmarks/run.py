@@ -8,8 +8,8 @@ checks the targets it can judge, and lists every reported figure. ``--paper`` al
 with every core, as a user runs it); ``--paper-timings FILE`` takes those wall times from the
 ``timings.json`` of an earlier such run instead (it takes an hour: the benchmarks can then be
 re-measured on a quiet machine without it; the report names the file). ``--quick`` runs the
-scripts at their smoke sizes (for trying this script, not for the record); ``--out`` writes
-the table elsewhere.
+scripts at their smoke sizes, two at a time (for trying this script, not for the record);
+``--out`` writes the table elsewhere.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _common import arguments
@@ -286,6 +287,13 @@ def replace_section(text: str, section: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def report(script: Path, quick: bool) -> dict:
+    """A benchmark script's JSON report (``--quick``: at its smoke sizes)."""
+    proc = subprocess.run([sys.executable, str(script), *["--quick"] * quick],
+                          capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
+
+
 def main() -> None:
     args = arguments(__doc__, ("--paper", "also time every experiment at the paper's scale"),
                      ("--mutation-only", "run only the mutation guard and replace its section "
@@ -300,11 +308,12 @@ def main() -> None:
         return
     load = os.getloadavg()[0]  # other work on the machine skews every figure: say how much
     results: dict[str, dict] = {"startup": startup()}
-    for script in sorted(HERE.glob("bench_*.py")):
-        flags = ["--quick"] if args.quick else []
-        proc = subprocess.run([sys.executable, str(script), *flags], capture_output=True,
-                              text=True, check=True)
-        results[script.stem] = json.loads(proc.stdout)
+    scripts = sorted(HERE.glob("bench_*.py"))
+    # --quick: two scripts at a time (smoke sizes, no record: the suite's run of every script
+    # takes half as long); the record: one at a time, each alone on the machine
+    with ThreadPoolExecutor(2 if args.quick else 1) as pool:
+        reports = list(pool.map(lambda script: report(script, args.quick), scripts))
+    results.update(zip((script.stem for script in scripts), reports, strict=True))
     command = "python benchmarks/run.py" + " --quick" * args.quick + " --paper" * args.paper
     if not args.quick:
         results["quick_reproduction"] = quick_reproduction()
