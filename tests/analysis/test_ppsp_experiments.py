@@ -65,7 +65,7 @@ def test_bad_ppsp_input_exits_2(capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n,K,replications,populations", [(10_000, 20_000, 1, 4),
+@pytest.mark.parametrize("n,K,replications,populations", [(10_000, 20_000, 1, 2),
                                                            (2_000, 4_000, 50, 1)])
 def test_final_error_at_scale_in_memory_linear_in_n(n, K, replications, populations, tmp_path):
     """Issue 12's sizes: the ring's final error is reported and matches the exact formula
