@@ -91,11 +91,14 @@ def test_one_sharded_population_spans_the_cluster_with_the_local_rows(cluster, t
 
 
 SHARDS_ON_NODES = """
-import sys
+import sys, time
 from privgames.environments.learning_dynamics import LearningConfig
 from privgames.environments.learning_shards import ShardedLearningModel
 from privgames.environments.ray_session import ensure_ray
-ensure_ray(address=sys.argv[1])
+ray = ensure_ray(address=sys.argv[1])
+started = time.monotonic()  # a loaded machine can miss a node's heartbeats for a moment
+while sum(node["Alive"] for node in ray.nodes()) < 2 and time.monotonic() - started < 60:
+    time.sleep(0.5)
 config = LearningConfig(game="pricing", agents=4100, rounds=5, backend="ray", shards=4)
 model = ShardedLearningModel(config, 0).run()
 print(len(set(model.run_.nodes())))
