@@ -1,7 +1,9 @@
 """Pricing FL game: time to solve eq (10)/(11) and one round of global best responses at
 N = 10,000 (targets: under 1 s each), and that round (one compiled call over every client)
 against a loop that asks for one client's global best response at a time, as clients moving
-in turn do (the same compiled search; the difference is the cost of a call).
+in turn do (the same compiled search; the difference is the cost of a call), and the round
+against its cheapest primitive: one numpy ``sqrt`` pass over as many numbers as it evaluates
+costs (161 grid points and about 42 bisection steps a client).
 
 Run ``python benchmarks/bench_pricing.py`` (``--quick`` for a smoke run). Times are medians of
 interleaved repetitions in one process; the ratio is what to compare across machines.
@@ -35,17 +37,25 @@ def main() -> None:
             pr.global_best_response(others[i:i + 1], alpha[i:i + 1], beta[i:i + 1], n, *GAME,
                                     "mle", ref)
 
-    solve, rounds, loop = [], [], []
+    # the cheapest primitive for a round's work: one square root per cost evaluated (the grid's
+    # points and about 42 bisection steps a client), in one numpy pass
+    work = np.random.default_rng(1).random((pr.GRID_POINTS + 42) * n)
+    out = np.empty_like(work)
+
+    solve, rounds, loop, primitive = [], [], [], []
     for _ in range(3 if args.quick else 5):  # interleaved repetitions
         solve.append(timed(lambda: (pr.equilibrium_noise(alpha, *GAME),
                                     pr.optimal_noise(alpha, *GAME))))
         rounds.append(timed(lambda: pr.best_responses(sigma, alpha, *GAME, beta)))
         loop.append(timed(per_client) * n / loop_n)
+        primitive.append(timed(lambda: np.sqrt(work, out=out)))
     report_training = training(args.quick)
     report = {"N": n, "solve_eq10_eq11_s": statistics.median(solve),
               "best_response_round_s": statistics.median(rounds),
               "per_client_loop_round_s": statistics.median(loop),
               "vectorised_over_loop": statistics.median(loop) / statistics.median(rounds),
+              "sqrt_pass_s": statistics.median(primitive),
+              "round_over_sqrt_pass": statistics.median(rounds) / statistics.median(primitive),
               "training": report_training}
     print(json.dumps(report, indent=2))
 

@@ -20,17 +20,23 @@ from numba import njit, vectorize
 _JIT = {"cache": True, "nogil": True, "error_model": "numpy"}  # x / 0 is inf, as in numpy
 
 
+def _error_scale(s: float, others: float, mle: bool, n: int) -> float:
+    """The aggregate's error scale with client ``i`` at ``sigma_i = s``: ``(others +
+    s^-2)^-1/2`` (MLE, eq 8) or ``sqrt(others + s^2) / N`` (mean, eq 7)."""
+    return 1.0 / math.sqrt(others + 1.0 / (s * s)) if mle else math.sqrt(others + s * s) / n
+
+
+_error_scale_at = njit(**_JIT)(_error_scale)
+
+
 def _cost(s: float, others: float, alpha: float, beta: float, kappa: float, L_F: float,
           c: float, S: float, mle: bool, n: int) -> float:
     """``J_i`` plus the expected penalty's own part at ``sigma_i = s`` in ``[0, inf]``:
-    ``(1 - alpha) kappa Delta (1 + Delta / (2 L_F)) + alpha c S / s + beta ((N-1)/N)^2 s^2``,
-    with ``Delta = (others + s^-2)^-1/2`` (MLE, eq 8) or ``sqrt(others + s^2) / N`` (mean,
-    eq 7). A term that is ``0 * inf`` at an end (privacy with ``alpha = 0`` at ``s = 0``, the
-    penalty with ``beta = 0`` at ``s = inf``) is 0: neither term is ever negative."""
-    if mle:
-        d = 1.0 / math.sqrt(others + 1.0 / (s * s))
-    else:
-        d = math.sqrt(others + s * s) / n
+    ``(1 - alpha) kappa Delta (1 + Delta / (2 L_F)) + alpha c S / s + beta ((N-1)/N)^2 s^2``
+    (``Delta``: :func:`_error_scale`). A term that is ``0 * inf`` at an end (privacy with
+    ``alpha = 0`` at ``s = 0``, the penalty with ``beta = 0`` at ``s = inf``) is 0: neither
+    term is ever negative."""
+    d = _error_scale_at(s, others, mle, n)
     privacy = alpha * c * S / s
     penalty = beta * ((n - 1) / n) ** 2 * (s * s)
     return ((1.0 - alpha) * kappa * d * (1.0 + d / (2.0 * L_F))
@@ -41,12 +47,8 @@ def _slope(s: float, others: float, alpha: float, beta: float, kappa: float, L_F
            c: float, S: float, mle: bool, n: int) -> float:
     """``d/ds`` of :func:`_cost` inside ``(0, inf)``: ``(1 - alpha) kappa (1 + Delta / L_F)
     dDelta/ds - alpha c S / s^2 + 2 beta ((N-1)/N)^2 s``."""
-    if mle:
-        d = 1.0 / math.sqrt(others + 1.0 / (s * s))
-        dd = (d / s) ** 3.0
-    else:
-        d = math.sqrt(others + s * s) / n
-        dd = s / (n * n * d)
+    d = _error_scale_at(s, others, mle, n)
+    dd = (d / s) * (d / s) * (d / s) if mle else s / (n * n * d)  # not pow: 20 ns a call
     accuracy = (1.0 - alpha) * kappa * (1.0 + d / L_F) * dd
     return accuracy - alpha * c * S / (s * s) + 2.0 * beta * ((n - 1) / n) ** 2 * s
 
