@@ -1,29 +1,36 @@
-"""Users who learn from what they experience: the four games played round after round by
-no-regret, fictitious-play, zeroth-order and best-response learners, each seeing only the
-feedback the game gives it (the cost of every action, or only its own realized cost).
+"""Users who learn from what they experience: the games played round after round by no-regret,
+fictitious-play, zeroth-order and best-response learners, each seeing only the feedback the
+game gives it (the cost of every action, or only its own realized cost).
 
-The analyst's view is kept apart: per round, the distance of the last iterate to the theory's
+**One engine.** A population is split into shards (:mod:`privgames.environments.shards`), each
+a slice of the game (:mod:`privgames.environments.learning_slices`: a game's round is written
+once, there); ``backend="vectorized"`` runs the shards in this process, ``backend="ray"`` in
+Ray actors. Random draws are keyed by block of agents and sums travel per block, so the same
+seed gives equal rows, summaries and last iterates on either backend and at any shard count.
+The driver (:class:`LearningModel`) holds the analyst's per-round measurements and O(shards)
+aggregates, never an agent: per round, the distance of the last iterate to the theory's
 profile, each agent's average external regret against its grid, the CCE gap of the empirical
 joint play, and social costs beside the predicted NE's and the optimum's.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 import warnings
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import mesa
 import numpy as np
+import pandas as pd
 from numpy.typing import NDArray
 
 from privgames.agents.learners import (
     FEEDBACK_SETTINGS,
     GRID_LEARNERS,
-    SPSA,
     STARTS,
-    GridLearner,
     make_grid_learner,
     resolve_feedback,
     start_actions,
@@ -37,28 +44,18 @@ from privgames.environments.config import (
     check_int,
     check_real,
 )
-from privgames.environments.streams import child, generator
-from privgames.mechanisms import chain
-from privgames.mechanisms.bas_sequential import BASSequentialGame
-from privgames.mechanisms.learning_games import (
-    BASGame,
-    BayesPricingGame,
-    GridGame,
-    PPSPGame,
-    PricingGame,
-    SARGame,
-    check_levels,
-    deviation_gain,
-)
+from privgames.environments.learning_slices import SLICES, AgentView
+from privgames.environments.shards import ShardedRun, resolve_shards
+from privgames.environments.streams import as_seed_sequence
+from privgames.mechanisms.learning_games import check_levels
 from privgames.mechanisms.pricing import AGGREGATIONS
-from privgames.mechanisms.pricing_bayes import BinaryGame
 
 GAMES = ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes")
 ATTACKERS = ("weak", "strong")
 WEIGHTINGS = ("equal", "unequal")
 BACKENDS = ("vectorized", "ray")
-#: A round's fixed cost (the learner's, the game's and the analyst's Python calls), in the
-#: operations of an ``agents x grid`` pass: about a millisecond.
+#: A round's fixed cost per shard (the learner's, the game's and the analyst's Python calls),
+#: in the operations of an ``agents x grid`` pass: about a millisecond.
 ROUND_OPS = 3e5
 #: The confidence of the Azuma-Hoeffding allowance between realized and expected regret.
 AZUMA_DELTA = 1e-3
@@ -108,12 +105,15 @@ class LearningConfig:
             the clients' sensitivities ``N(mean, std)`` clipped to ``[0.01, 0.99]``.
         alpha_L, alpha_H, p_low: ``pricing-bayes``'s two sensitivities ``0 < alpha_L <
             alpha_H < 1`` and the prior probability of the low one (the paper's ``eta``).
-        backend: ``vectorized`` (one process) or ``ray`` (one population split into ``shards``
-            Ray actors, the driver holding only aggregates; every game).
-        shards: the Ray actors of one population (an integer >= 1, at most one per 1,024
-            agents, or ``auto``: one per CPU of the Ray cluster).
-        history: keep every round's last iterate in the driver (``backend=ray``; O(rounds x
-            agents) of memory).
+        backend: where the population's shards run: ``vectorized`` (in this process) or
+            ``ray`` (one Ray actor each, spread over the cluster's nodes). One engine: the
+            same seed gives equal rows, summaries and last iterates on either backend and at
+            any shard count.
+        shards: the shards of one population (an integer >= 1, at most one per 1,024
+            agents, or ``auto``: one per CPU of the Ray cluster, at most one per 1,024
+            agents; in process ``auto`` is one).
+        history: keep every round's last iterate in the driver (O(rounds x agents) of
+            memory; without it the driver holds O(rounds) numbers).
         checkpoint_every: rounds between the shards' checkpoints (``backend=ray``; a killed
             shard is restored from the last one; 0: none).
     """
@@ -158,38 +158,24 @@ class LearningConfig:
         "alpha_H": ("pricing-bayes",), "p_low": ("pricing-bayes",)})
 
     def footprint(self) -> Footprint:
-        """The learners' and the analyst's ``(agents, grid)`` arrays, the played history;
-        work: a few ``agents x grid`` passes a round, and a round's fixed Python cost
-        (:data:`ROUND_OPS`). Under incomplete information the agents
-        and actions double, and the interim expectations (a few MB a pass) cost about four
-        times the rest."""
-        bayes = self.game == "pricing-bayes"
-        sequential = self.game == "bas-sequential"  # a row per follower and state
-        if self.backend == "ray":
-            return self._shard_footprint()
-        rows = self.agents * (2 if bayes else self.grid_points if sequential else 1)
-        cells = float(rows) * self.grid_points * (2 if bayes else 1)
-        return Footprint.of(self, [(("agents", "grid_points"), 80.0 * cells),
-                                   (("agents", "rounds"), 9.0 * rows * self.rounds),
-                                   (("agents",), 2000.0 * rows + (8e6 if bayes else 0))],
-                            (30.0 * cells * (5 if bayes else 3 if sequential else 1)
-                             + ROUND_OPS) * self.rounds * self.starts)
-
-    def _shard_footprint(self) -> Footprint:
-        """With ``backend=ray``, the largest shard's arrays (about nine ``agents/shards x
-        grid`` float arrays; under incomplete information twice the rows and actions, and the
-        analyst's type profiles, a byte each; in the sequential chain a row per state) and,
-        with ``history``, the driver's ``rounds x agents``."""
+        """The shards' arrays (about nine ``agents x grid`` float arrays; under incomplete
+        information twice the rows and actions and the analyst's type profiles, a byte each;
+        in the sequential chain a row per state): all of them in this process, the largest
+        shard's on Ray; with ``history``, the driver's ``rounds x agents``. Work: a few
+        ``agents x grid`` passes a round and a round's fixed Python cost (:data:`ROUND_OPS`
+        a shard)."""
         shards = 1 if self.shards == "auto" else self.shards
         bayes = self.game == "pricing-bayes"
-        share = float(-(-self.agents // shards))
-        cells = share * self.grid_points * (4 if bayes else self.grid_points
-                                            if self.game == "bas-sequential" else 1)
-        peak = max(90.0 * cells + (600.0 + (300.0 if bayes else 0.0)) * share,
-                   8.0 * self.rounds * self.agents if self.history else 0.0)
-        driver = "rounds" if self.history and peak > 90.0 * cells else "agents"
-        return Footprint(peak, 30.0 * self.agents * self.grid_points * self.rounds
-                         * self.starts * (35 if bayes else 1), driver)
+        held = float(-(-self.agents // shards)) if self.backend == "ray" else float(self.agents)
+        per_agent = self.grid_points * (4 if bayes else self.grid_points
+                                        if self.game == "bas-sequential" else 1)
+        arrays = 90.0 * held * per_agent + (600.0 + (300.0 if bayes else 0.0)) * held
+        history = 8.0 * self.rounds * self.agents if self.history else 0.0
+        passes = 9.0 if bayes else 3.0 if self.game == "bas-sequential" else 1.0
+        work = ((30.0 * passes * self.agents * per_agent + ROUND_OPS * shards)
+                * self.rounds * self.starts)
+        return Footprint(max(arrays, history) if self.backend == "ray" else arrays + history,
+                         work, "rounds" if history > arrays else "agents")
 
     def __post_init__(self) -> None:
         check_choice("game", self.game, GAMES)
@@ -244,18 +230,10 @@ class LearningConfig:
         check_choice("backend", self.backend, BACKENDS)
         check_bool("history", self.history)
         check_int("checkpoint_every", self.checkpoint_every, 0)
-        if self.backend == "ray":
-            if self.shards != "auto":
-                check_int("shards", self.shards, 1)
-                from privgames.environments.shards import layout
-                layout(self.agents, self.shards)
-        elif self.shards != 1:
-            raise ConfigError(f"shards={self.shards!r} is not allowed with backend="
-                              f"{self.backend!r}: shards split one population over Ray actors "
-                              "(backend='ray')")
-        elif self.history:
-            raise ConfigError("history=True is not allowed with backend='vectorized': the "
-                              "in-process engine always keeps the history")
+        if self.shards != "auto":
+            check_int("shards", self.shards, 1)
+            from privgames.environments.shards import layout
+            layout(self.agents, self.shards)
         if self.game == "pricing-bayes" and self.learner == "spsa":
             raise ConfigError("learner='spsa' is not allowed with game='pricing-bayes': its "
                               "action includes a discrete report, and a client's row plays "
@@ -271,283 +249,291 @@ class LearningConfig:
         return resolve_feedback(self.learner, self.feedback)
 
 
-def make_game(config: LearningConfig, rng: np.random.Generator) -> GridGame:
-    """The configured game, with the agents' private types drawn from ``rng``."""
-    c, n = config, config.agents
-    if c.game == "bas":
-        return BASGame(rng.uniform(0.0, c.beta_max, n), c.d, c.grid_points, c.grid)
-    if c.game == "bas-sequential":  # Stage 1-2: truthful bids, the top bidder not first
-        beta = rng.uniform(0.0, c.beta_max, n)
-        return BASSequentialGame(beta[chain.bas_order(beta, rng)], c.d, c.grid_points)
-    if c.game == "sar":
-        return SARGame(n, c.p, c.attacker)
-    if c.game == "ppsp":
-        from privgames.environments.ppsp_ring import NoiseGameConfig
-        ring = NoiseGameConfig(n=n, weighting=c.weighting, spread=c.spread)
-        return PPSPGame(ring.weights(rng), ring.K, ring.delta, ring.d, c.grid_points, c.grid)
-    if c.game == "pricing-bayes":
-        game = BinaryGame(n, c.alpha_L, c.alpha_H, c.p_low, aggregation=c.aggregation)
-        return BayesPricingGame(game, c.pricing, rng, c.grid_points, c.grid)
-    alpha = np.clip(rng.normal(c.alpha_mean, c.alpha_std, n), 0.01, 0.99)
-    return PricingGame(alpha, 1.0, 1.0, 1.0, 1.0, c.aggregation, c.pricing, c.grid_points,
-                       c.grid)
+@dataclass
+class DriverState:
+    """What the driver keeps of a run: per-round rows, the iterate's hashes and measurements,
+    the running social cost; and, with ``history``, every round's iterate."""
 
-
-def make_learning_model(config: LearningConfig, seed=None, start_run: int = 0) -> Environment:
-    """The engine ``config.backend`` names: :class:`LearningModel` in this process, or the
-    population split over Ray actors
-    (:class:`~privgames.environments.learning_shards.ShardedLearningModel`); ``start_run``:
-    which of the population's ``starts`` it plays."""
-    if config.backend == "ray":
-        from privgames.environments.learning_shards import ShardedLearningModel
-
-        return ShardedLearningModel(config, seed, start_run=start_run)
-    return LearningModel(config, seed, start_run)
-
-
-#: The streams of a population's seed (``LearningModel``): types, the learners' draws, the
-#: release, the scales, the types drawn each round, the starts (one child per start run).
-TYPES, ACT, RELEASE, SCALES, ROUND_TYPES, START = range(6)
-
-
-def learner_units(costs: NDArray, own: NDArray, full: bool, span: NDArray, low: NDArray,
-                  high: NDArray, on: NDArray | None = None) -> tuple[NDArray, NDArray, bool]:
-    """Costs as the learner sees them, in its units: full information capped at the row's
-    smallest plus the span, over the span; bandit clipped to the range, over it; 0 for an
-    agent not ``on`` this round (its regret is unchanged). Also whether the cost some agent
-    on played (``own``) was capped or clipped (an infinite one included)."""
-    if full:
-        floor = costs.min(axis=1, keepdims=True)
-        raw = [(x - floor) / span[:, None] for x in (costs, own)]
-    else:
-        raw = [(x - low[:, None]) / (high - low)[:, None] for x in (costs, own)]
-    on = np.ones((costs.shape[0], 1), dtype=bool) if on is None else on[:, None]
-    with np.errstate(invalid="ignore"):
-        capped = bool(np.any(on & ~((raw[1] >= 0.0) & (raw[1] <= 1.0))))
-    return (*(np.where(on, np.clip(x, 0.0, 1.0), 0.0) for x in raw), capped)
-
-
-def expected_under(p: NDArray, costs: NDArray) -> NDArray:
-    """Each agent's expected cost under its mixed strategy (an infinite cost weighs only
-    where it is played with positive probability)."""
-    with np.errstate(invalid="ignore"):
-        return np.where(p > 0, p * costs, 0.0).sum(axis=1)
-
-
-class RegretSums:
-    """The analyst's running sums over rounds, per agent, in the learner's capped units
-    (``"learner"``, where the bounds hold) and the game's own (``"game"``): each grid action's
-    cost, the played action's, and the learner's expected cost under the strategy it drew
-    from (both engines keep one: :class:`LearningModel`, and each shard of
-    :class:`~privgames.environments.learning_shards.ShardedLearningModel`)."""
-
-    UNITS = ("learner", "game")
-
-    def __init__(self, n: int, m: int, full: bool, span: NDArray, low: NDArray,
-                 high: NDArray) -> None:
-        self.full, self.span, self.low, self.high = full, span, low, high
-        self.grid = {u: np.zeros((n, m)) for u in self.UNITS}
-        self.played = {u: np.zeros(n) for u in self.UNITS}
-        self.mixed = {u: np.zeros(n) for u in self.UNITS}
-
-    def add(self, costs: NDArray, own: NDArray, learner: GridLearner,
-            on: NDArray | None = None) -> tuple[bool, bool]:
-        """One round: every grid action's expected cost ``(n, m)``, the played one's ``(n,
-        1)``, the learner (the strategies it drew from; SPSA plays its point), the agents that
-        played (``None``: all). Returns whether some played cost was capped into the
-        learner's units, and whether one was infinite."""
-        drawn_from = None if isinstance(learner, SPSA) else learner.drawn_from
-        bounded, own_bounded, capped = learner_units(costs, own, self.full, self.span,
-                                                     self.low, self.high, on)
-        on = np.ones(costs.shape[0], dtype=bool) if on is None else on
-        own_game = np.where(on, own[:, 0], 0.0)
-        for units, grid_costs, played in (("learner", bounded, own_bounded[:, 0]),
-                                          ("game", np.where(on[:, None], costs, 0.0),
-                                           own_game)):
-            self.grid[units] += grid_costs
-            self.played[units] += played
-            self.mixed[units] += (played if drawn_from is None
-                                  else expected_under(drawn_from, grid_costs))
-        return capped, bool(np.any(on & np.isinf(own[:, 0])))
-
-    def regrets(self, units: str = "learner") -> NDArray:
-        """Each agent's total external regret: its expected cost minus its best fixed
-        action's (``inf`` in the game's units once play met an infinite cost that a fixed
-        action avoids)."""
-        return deviation_gain(self.mixed[units], self.grid[units].min(axis=1))
-
-    def cce_gains(self, units: str = "learner") -> NDArray:
-        """Each agent's total gain from deviating to its best fixed action from the realized
-        play (the CCE gap's, before averaging)."""
-        return deviation_gain(self.played[units], self.grid[units].min(axis=1))
+    rows: list[dict] = field(default_factory=list)
+    hashes: list[float] = field(default_factory=list)
+    of_iterate: dict = field(default_factory=dict)
+    mode_totals: dict = field(default_factory=dict)
+    social_total: float = 0.0
+    social_rounds: int = 0
+    capped_rounds: int = 0
+    infinite_cost_rounds: int = 0
+    last_change: int = 0
+    distances: dict = field(default_factory=dict)
+    history: list[NDArray] | None = None
 
 
 class Player(mesa.Agent):
-    """A user, node or client: its private type is in the game, its learner state is its row
-    of the learner's arrays (updated for all agents at once), read through its index. Under
-    incomplete information (``pricing-bayes``) a player is a client's row for one type
-    (Harsanyi's agent form): client ``index % agents``, type ``index // agents``."""
+    """A user, node or client: a view on its shard's rows, read when asked (no state of its
+    own; a learner row of the population, so under incomplete information a client's row for
+    one type and in the sequential chain a follower's row for one observed state).
+
+    Attributes:
+        index: its row in the population (:meth:`LearningModel.view`).
+    """
 
     def __init__(self, model: LearningModel, index: int) -> None:
         super().__init__(model)
         self.index = int(index)
 
+    def view(self) -> AgentView:
+        """Everything its shard holds of it, now."""
+        return self.model.view(self.index)
+
+    @property
+    def private(self) -> dict[str, float]:
+        """Its private type by name (pricing's ``alpha``, BAS's ``beta``, PPSP's weights)."""
+        return self.view().private
+
     @property
     def strategy(self) -> NDArray:
-        """Its mixed strategy over the grid."""
-        return self.model.learner.probabilities()[self.index]
+        """The mixed strategy over the grid it last drew from."""
+        return self.view().strategy
 
     @property
     def action(self) -> float:
         """The action it played last round."""
-        return float(self.model.played[self.index])
+        return self.view().action
+
+    @property
+    def costs(self) -> NDArray:
+        """Its expected cost of each grid action against last round's play."""
+        return self.view().costs
 
 
 class LearningModel(Environment):
-    """Learners play the configured game; the analyst measures what they reach.
+    """Learners play the configured game over shards; the analyst measures what they reach.
+
+    ``model.agents`` is a Mesa ``AgentSet`` of :class:`Player` views, made on first access
+    (a round needs no Python object per agent).
 
     Attributes:
-        game: the game (types, costs, the theory's profiles). learner: every agent's learner.
-        references: the theory's profiles on the grid, the predicted one first.
-        played: last round's actions. history: every round's actions, ``(rounds, agents)``.
-        active_history: which agents played in each round (all but under incomplete
-            information, where only each client's row of its drawn type plays).
+        run_: the :class:`~privgames.environments.shards.ShardedRun`. grid: the actions.
+        learner: the learners' kind (for its regret bound's formula). predicted_name: the
+            predicted reference profile's name; reference_names: all of them. state: the
+            driver's :class:`DriverState`.
     """
 
     def __init__(self, config: LearningConfig, seed=None, start_run: int = 0) -> None:
         super().__init__(config, seed)
         c = config
-        base = self.rng.bit_generator.seed_seq
-        self.game = make_game(c, generator(child(base, TYPES)))
-        self._act_rng = generator(child(base, ACT))  # the learners' own randomisation
-        self._release_rng = generator(child(base, RELEASE))  # the release (bandit costs)
-        self._type_rng = generator(child(base, ROUND_TYPES))  # types drawn each round (-bayes)
-        self.feedback = c.resolved_feedback
-        g = self.game
-        self.span, self.low, self.high = g.scales(generator(child(base, SCALES)))
-        self.start_run = start_run
-        start = start_actions(c.start, c.learner, g.grid.size,
-                              generator(child(base, START, start_run)).random(g.n))
-        self.learner = make_grid_learner(c.learner, g.grid, g.n, c.rounds, self.feedback,
-                                         self.span, self.low, self.high, c.step_size, start)
-        self.references = g.references()
-        self.predicted_name = next(iter(self.references))
-        self.players = Player.create_agents(self, g.n, list(range(g.n)))
-        self.history = np.zeros((c.rounds, g.n))
-        self.active_history = np.ones((c.rounds, g.n), dtype=bool)
-        self.played = np.zeros(g.n)
-        self.sums = RegretSums(g.n, g.grid.size, self.feedback == "full", self.span,
-                               self.low, self.high)
-        self._social_total, self._social_rounds = 0.0, 0
-        self.infinite_cost_rounds = 0  # rounds where some agent's played cost was infinite
-        self.capped_rounds = 0  # rounds where some played cost was capped (learner's units)
-        self._iterate = self.learner.current()
-        self.last_change = 0
-        self._iterates: list[int] = []  # a hash of each round's last iterate
-        self._of_iterate: dict[str, float] = {}  # its measurements, until it changes
-        self.datacollector = mesa.DataCollector(model_reporters={
-            "distance": LearningModel.distance, "nash_gap": LearningModel.nash_gap,
-            "nash_gap_relative": LearningModel.nash_gap_relative,
-            "max_average_regret": LearningModel.max_average_regret,
-            "cce_gap": LearningModel.cce_gap, "social_cost": LearningModel.social_cost,
-            "average_social_cost": LearningModel.average_social_cost})
+        self.slice_ = SLICES[c.game]
+        base = as_seed_sequence(self.rng.bit_generator.seed_seq)
+        make = functools.partial(self.slice_, start_run=start_run)
+        shards = resolve_shards(c.shards, c.backend, c.agents)
+        self.run_ = r = ShardedRun(make, c, base, c.agents, shards, c.backend,
+                                   c.checkpoint_every)
+        totals: dict[str, Any] = {}
+        for method, kind in self.slice_.SETUP:
+            if kind in ("chain", "reverse"):  # shard after shard, in agent order or back
+                carry = None
+                order = range(len(r.shards))
+                for i in order if kind == "chain" else reversed(order):
+                    carry = r.on(i, method, totals, carry)
+            else:
+                totals.update(r.total(method, totals))
+        r.call("set_scales", {**totals, **r.total("middle_partials", totals)})
+        self.reference_names = r.on(0, "reference_names")
+        self.predicted_name = self.reference_names[0]
+        optimum = self.slice_.optimum_from(totals, c)
+        self.optimum_ = self._measure_profile("optimum")["social"] if optimum is None else optimum
+        self.grid = r.on(0, "grid_of")
+        self.learner = make_grid_learner(
+            c.learner, self.grid, 1, c.rounds, c.resolved_feedback,
+            start=start_actions(c.start, c.learner, self.grid.size, np.zeros(1)))
+        self.state = DriverState(history=[] if c.history else None)
+        self._saved_state = (0, copy.deepcopy(self.state))
+        self._players = False
+        if r.checkpoint_every and r.backend == "ray":
+            r.checkpoint(0)
+
+    @property
+    def agents(self) -> mesa.AgentSet:
+        """Every agent as a :class:`Player` view (made on first access)."""
+        if not self._players:
+            self._players = True
+            Player.create_agents(self, self.slice_.row_count(self.config),
+                                 list(range(self.slice_.row_count(self.config))))
+        return super().agents
+
+    def _measure_profile(self, which: str) -> dict[str, Any]:
+        """The combined :meth:`~privgames.environments.learning_slices.GameSlice.measure` of
+        a reference profile (or ``optimum``)."""
+        r = self.run_
+        return r.total("measure", r.total("profile_partials", which), which)
 
     # --- protocol -------------------------------------------------------------------------
     def step(self) -> None:
-        """One round: every agent acts, gets its feedback, updates; the analyst records."""
-        g = self.game
-        g.begin_round(self._type_rng)
-        values = self.learner.act(self._act_rng)
-        g.played(values)
-        costs = g.costs(values)
-        feedback = costs if self.feedback == "full" else g.realized(values, self._release_rng)
-        self.learner.observe(feedback, g.active)
-        own = g.costs(values, values[:, None])
-        capped, infinite = self.sums.add(costs, own, self.learner, g.active)
-        self.capped_rounds += capped
-        self.infinite_cost_rounds += infinite
-        social = g.social_cost(values)
-        if math.isfinite(social):
-            self._social_total += social
-            self._social_rounds += 1
-        self.played = values
-        self.history[self.steps - 1] = values
-        if g.active is not None:
-            self.active_history[self.steps - 1] = g.active
-        mode = self.learner.current()
-        if not np.array_equal(mode, self._iterate):
-            self._iterate, self.last_change = mode, self.steps
-            self._of_iterate.clear()
-        self._iterates.append(hash(mode.tobytes()))
-        self.datacollector.collect(self)
+        """One round over every shard. A shard's actor that dies is replaced: every shard goes
+        back to the last checkpoint, and the rounds since are played again."""
+        try:
+            self._round(self.steps)
+        except self.run_.failures() as err:
+            if not self.run_.checkpoint_every:
+                raise ConfigError(f"a shard failed ({type(err).__name__}) and checkpoint_every"
+                                  "=0 keeps no checkpoint to restore it from") from None
+            since = self.run_.restore()  # the round of self._saved_state too
+            self.state = copy.deepcopy(self._saved_state[1])
+            for t in range(since + 1, self.steps + 1):
+                self._round(t)
 
-    # --- the analyst's measurements ------------------------------------------------------------
-    def opted_out(self) -> int:
-        """Agents whose last iterate is the opt-out (``inf``)."""
-        return int(np.isinf(self.last_iterate()).sum())
+    def _round(self, t: int) -> None:
+        """Round ``t``: act, combine, respond, combine, measure (when the iterate moved)."""
+        r, s = self.run_, self.state
+        out = r.total("respond", r.total("act"))
+        if out["changed"] or not s.of_iterate:
+            s.mode_totals = {k: v for k, v in out.items() if k.startswith("mode_")}
+            s.of_iterate = r.total("measure", s.mode_totals)
+            if out["changed"]:
+                s.last_change = t
+        s.distances = {name: self.slice_.distance_from({**s.of_iterate, **out}, name,
+                                                       self.config)
+                       for name in self.reference_names}
+        s.hashes.append(out["mode_hash"])
+        s.capped_rounds += int(out["capped"])
+        s.infinite_cost_rounds += int(out["infinite"])
+        if math.isfinite(out["social"]):
+            s.social_total += out["social"]
+            s.social_rounds += 1
+        if s.history is not None:
+            s.history.append(self.last_iterate())
+        s.rows.append({
+            "round": t, "distance": s.distances[self.predicted_name],
+            "nash_gap": s.of_iterate["nash_gap"],
+            "nash_gap_relative": s.of_iterate["nash_gap_relative"],
+            "max_average_regret": out["regret"] / t, "cce_gap": max(out["cce"] / t, 0.0),
+            "max_average_regret_game_units": out["regret_game"] / t,
+            "cce_gap_game_units": max(out["cce_game"] / t, 0.0),
+            "social_cost": s.of_iterate["social"],
+            "average_social_cost": (s.social_total / s.social_rounds if s.social_rounds
+                                    else math.inf)})
+        if r.checkpoint_every and r.backend == "ray" and t % r.checkpoint_every == 0:
+            r.checkpoint(t)
+            self._saved_state = (t, copy.deepcopy(s))
+
+    def results(self) -> pd.DataFrame:
+        """Per round: the measurements, with a 1-based ``round``."""
+        return pd.DataFrame(self.state.rows)
+
+    def trace(self, column: str) -> NDArray:
+        """One measurement over the rounds so far."""
+        return np.array([row[column] for row in self.state.rows], dtype=float)
+
+    # --- the population, gathered on request (O(agents)) --------------------------------------
+    def _gather(self, method: str, *args: Any) -> NDArray:
+        """Every shard's ``(ROWS, size)`` answer side by side, as population rows."""
+        return self.slice_.population(np.concatenate(self.run_.call(method, *args), axis=1),
+                                      self.config)
 
     def last_iterate(self) -> NDArray:
-        """Each agent's current strategy as one action: its most likely grid action (SPSA: its
-        current level), as of the last round."""
-        return self._iterate
+        """Each row's current strategy as one action: its most likely grid action (SPSA: its
+        current level), as of the last round (under incomplete information the rows ``t N +
+        i``; in the sequential chain the leader, then ``1 + (k - 1) m + s``)."""
+        return self._gather("iterate")
 
-    def _measured(self, name: str, measure) -> float:
-        """A measurement of the last iterate, taken when it changes, not every round."""
-        if name not in self._of_iterate:
-            self._of_iterate[name] = measure(self.last_iterate())
-        return self._of_iterate[name]
+    def reference(self, name: str | None = None) -> NDArray:
+        """The theory's profile ``name`` (default: the predicted one) on the grid, per row."""
+        return self._gather("reference_rows", name or self.predicted_name)
 
+    @property
+    def history(self) -> NDArray | None:
+        """Every round's last iterate, ``(rounds, rows)`` (``None`` unless ``history``)."""
+        h = self.state.history
+        return None if h is None else np.array(h).reshape(len(h), -1)
+
+    def scales(self) -> tuple[NDArray, NDArray, NDArray]:
+        """Each row's learner units ``(span, low, high)``."""
+        return tuple(self._gather("scale_rows", k) for k in range(3))
+
+    def types(self) -> dict[str, NDArray]:
+        """Each agent's private type by name (in agent order; PPSP's weights ``(agents,
+        3)``)."""
+        parts = self.run_.call("private_types")
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+    def view(self, index: int) -> AgentView:
+        """Row ``index`` of the population, read from the shard that owns it."""
+        return self.run_.on(self.run_.owner(self.slice_.locate(index, self.config)[0]), "view",
+                            index)
+
+    def label(self, value: float) -> str:
+        """An action as a reader sees it (under incomplete information: report and noise)."""
+        return self.run_.on(0, "label", value)
+
+    def path_rows(self) -> NDArray:
+        """In the sequential chain: the rows on the last iterate's path (the users in chain
+        order, each at the state it receives)."""
+        return np.concatenate(self.run_.call("path_rows", self.state.mode_totals))
+
+    def placement(self) -> dict[str, int]:
+        """Shards per node (``local``: in this process)."""
+        nodes = self.run_.nodes()
+        return {node: nodes.count(node) for node in sorted(set(nodes))}
+
+    # --- the analyst's measurements ---------------------------------------------------------
     def distance(self) -> float:
         """Distance of the last iterate to the predicted profile (fraction of the grid)."""
-        return self._measured("distance", lambda v: self.game.distance(
-            v, self.references[self.predicted_name]))
+        return self.state.rows[-1]["distance"]
 
     def nash_gap(self) -> float:
         """The last iterate's largest unilateral deviation gain (in units of the span)."""
-        return self._measured("nash_gap", lambda v: self.game.nash_gap(v, self.span))
+        return self.state.of_iterate["nash_gap"]
 
     def nash_gap_relative(self) -> float:
         """The last iterate's largest deviation gain as a fraction of the deviator's own cost
         (absolute where that cost is 0): what ``converged`` is judged by."""
-        return self._measured("nash_gap_relative", self.game.nash_gap_relative)
+        return self.state.of_iterate["nash_gap_relative"]
 
     def subgame_gap_relative(self) -> float | None:
         """In a sequential game, the last iterate's largest deviation gain of any row at its
         state, reached or not (relative to its own cost; 0 at a subgame-perfect profile);
         ``None`` in a simultaneous game."""
-        if not hasattr(self.game, "subgame_gap_relative"):
-            return None
-        return self._measured("subgame_gap_relative", self.game.subgame_gap_relative)
+        return self.state.of_iterate.get("subgame_gap_relative")
 
     def path_summary(self) -> dict[str, float]:
-        """In the sequential chain: the last iterate's path
-        (:meth:`~privgames.mechanisms.bas_sequential.BASSequentialGame.path_summary`)."""
-        return self.game.path_summary(self.last_iterate())
-
-    def average_regrets(self, units: str = "learner") -> NDArray:
-        """Each agent's average external regret against its grid: its expected cost (under
-        the strategy it drew from) minus its best fixed action's, in its learner's capped
-        units (``units="learner"``, where the bounds hold) or the game's own (``"game"``:
-        ``inf`` once a played strategy met an infinite cost a fixed action avoids)."""
-        return self.sums.regrets(units) / max(self.steps, 1)
+        """In the sequential chain: the leader's level in steps below Theorem 1's and the
+        release's total variance over Theorem 1's, on the last iterate's path."""
+        return {k: self.state.of_iterate[k] for k in ("leader_steps_below",
+                                                      "total_over_theorem1")}
 
     def max_average_regret(self, units: str = "learner") -> float:
-        return float(self.average_regrets(units).max())
+        """The largest average external regret against the grid, as of the last round: in
+        the learner's capped units (``"learner"``, where the bounds hold) or the game's own
+        (``"game"``: ``inf`` once a played strategy met an infinite cost a fixed action
+        avoids)."""
+        return self.state.rows[-1]["max_average_regret" + ("" if units == "learner"
+                                                             else "_game_units")]
 
     def cce_gap(self, units: str = "learner") -> float:
         """The CCE gap of the empirical joint play: the largest average gain any agent gets by
-        deviating to a fixed grid action from the rounds' realized actions (in the learner's
-        units, or the game's: see :meth:`average_regrets`)."""
-        return float(max(self.sums.cce_gains(units).max() / max(self.steps, 1), 0.0))
+        deviating to a fixed grid action from the rounds' realized actions."""
+        return self.state.rows[-1]["cce_gap" + ("" if units == "learner" else "_game_units")]
 
     def social_cost(self) -> float:
         """The social cost of the last iterate."""
-        return self._measured("social_cost", self.game.social_cost)
+        return self.state.of_iterate["social"]
 
     def average_social_cost(self) -> float:
-        """The time-averaged play's social cost, over the rounds where it was finite (zero
-        noise on a lone prefix, or everyone opting out, costs ``inf``)."""
-        return self._social_total / self._social_rounds if self._social_rounds else math.inf
+        """The time-averaged play's social cost, over the rounds where it was finite."""
+        return self.state.rows[-1]["average_social_cost"]
+
+    @property
+    def capped_rounds(self) -> int:
+        """Rounds where some played cost was capped into the learner's units."""
+        return self.state.capped_rounds
+
+    @property
+    def infinite_cost_rounds(self) -> int:
+        """Rounds where some agent's played cost was infinite."""
+        return self.state.infinite_cost_rounds
+
+    def opted_out(self) -> int:
+        """Agents whose last iterate is the opt-out (pricing under MLE)."""
+        return int(round(self.state.of_iterate["opted_out"]))
 
     def regret_bound(self) -> float | None:
         """The learner's bound on the average regret after the rounds played, or ``None``."""
@@ -556,40 +542,42 @@ class LearningModel(Environment):
 
     def azuma(self) -> float:
         """How far realized play's average regret may exceed the expected one's, at
-        confidence ``1 - AZUMA_DELTA`` for every agent (Azuma-Hoeffding, increments in
+        confidence ``1 - AZUMA_DELTA`` for every row (Azuma-Hoeffding, increments in
         ``[-1, 1]``)."""
-        return math.sqrt(2.0 * math.log(2.0 * self.game.n / AZUMA_DELTA) / max(self.steps, 1))
+        rows = self.slice_.row_count(self.config)
+        return math.sqrt(2.0 * math.log(2.0 * rows / AZUMA_DELTA) / max(self.steps, 1))
 
     def outcome(self) -> dict:
         """Where the last iterate ended: ``converged`` (unchanged over the last tenth of the
         rounds, and no agent gains more than ``tolerance`` of its own cost by deviating:
-        :meth:`nash_gap_relative`); ``reached``: the nearest theory
-        profile within ``tolerance``, else ``other equilibrium`` or ``none``; ``play``:
-        ``converged``, ``stuck`` (unchanged, not an equilibrium), ``cycles`` (over the last
-        tenth it keeps returning to profiles it left: at most half as many distinct ones as
-        changes) or ``wanders``."""
+        :meth:`nash_gap_relative`); ``reached``: the nearest theory profile within
+        ``tolerance``, else ``other equilibrium`` or ``none``; ``play``: ``converged``,
+        ``stuck`` (unchanged, not an equilibrium), ``cycles`` (over the last tenth it keeps
+        returning to profiles it left: at most half as many distinct ones as changes) or
+        ``wanders``."""
         tol = self.config.tolerance
         tail = max(self.steps // 10, 1)
-        stable = self.last_change <= self.steps - tail
-        converged = bool(stable and self.nash_gap_relative() <= tol)
-        mode = self.last_iterate()
-        near = {name: self.game.distance(mode, ref) for name, ref in self.references.items()}
-        name, gap = min(near.items(), key=lambda kv: kv[1])
+        s = self.state
+        stable = s.last_change <= self.steps - tail
+        converged = bool(stable and s.of_iterate["nash_gap_relative"] <= tol)
+        name, gap = min(s.distances.items(), key=lambda kv: kv[1])
         reached = name if stable and gap <= tol else ("other equilibrium" if converged
                                                       else "none")
-        recent = self._iterates[-tail - 1:]
+        recent = s.hashes[-tail - 1:]
         changes = sum(a != b for a, b in zip(recent, recent[1:], strict=False))
         play = ("converged" if converged else "stuck" if stable else
                 "cycles" if changes >= 2 and len(set(recent)) <= changes / 2 else "wanders")
         return {"converged": converged, "reached": reached, "play": play,
-                **{f"distance_{k}": v for k, v in near.items()}}
+                **{f"distance_{k}": v for k, v in s.distances.items()}}
 
     def predicted(self) -> dict:
-        """The theory's profiles, their deviation gains and social costs, and the optimum."""
-        g = self.game
-        return {"references": self.references,
-                "nash_gaps": {k: g.nash_gap(v, self.span) for k, v in self.references.items()},
-                "nash_gaps_relative": {k: g.nash_gap_relative(v)
-                                       for k, v in self.references.items()},
-                "social_costs": {k: g.social_cost(v) for k, v in self.references.items()},
-                "optimum": g.optimum()}
+        """The reference profiles' deviation gains and social costs, and the optimum."""
+        at = {name: self._measure_profile(name) for name in self.reference_names}
+        return {"nash_gaps": {k: v["nash_gap"] for k, v in at.items()},
+                "nash_gaps_relative": {k: v["nash_gap_relative"] for k, v in at.items()},
+                "social_costs": {k: v["social"] for k, v in at.items()},
+                "optimum": self.optimum_}
+
+    def close(self) -> None:
+        """Release the shards (their actors, their checkpoints)."""
+        self.run_.close()

@@ -2,9 +2,9 @@
 
 A slice owns the agents ``[start, stop)`` of a population split over shards
 (:mod:`privgames.environments.shards`): their private types, learners, random streams and the
-analyst's running sums. It plays the same game, learners, feedback and measurements as
-:class:`~privgames.environments.learning_dynamics.LearningModel`, but computes every cost from
-the population's *aggregates*, which the driver combines from the shards' partials. The games
+analyst's running sums. Every cost comes from the population's *aggregates*, which the driver
+(:class:`~privgames.environments.learning_dynamics.LearningModel`) combines from the shards'
+partials: a game's round is written once, here, and runs in process or on Ray alike. The games
 are aggregative, so what crosses the network is small. Per game (besides the measurements'
 partials every round: social cost's sum, the largest regret, CCE gain, distance and deviation
 gain, and one hash per block of the last iterate):
@@ -48,9 +48,8 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from privgames.agents.learners import make_grid_learner, start_actions
+from privgames.agents.learners import SPSA, GridLearner, make_grid_learner, start_actions
 from privgames.environments.config import ConfigError
-from privgames.environments.learning_dynamics import RegretSums
 from privgames.environments.shards import (
     BLOCK,
     BlockStreams,
@@ -102,16 +101,89 @@ TYPES, ACT, RELEASE, SCALES, START, COMMON, ROUND_TYPES = range(7)
 SCALE_DRAWS = 64
 
 
+def learner_units(costs: NDArray, own: NDArray, full: bool, span: NDArray, low: NDArray,
+                  high: NDArray, on: NDArray | None = None) -> tuple[NDArray, NDArray, bool]:
+    """Costs as the learner sees them, in its units: full information capped at the row's
+    smallest plus the span, over the span; bandit clipped to the range, over it; 0 for an
+    agent not ``on`` this round (its regret is unchanged). Also whether the cost some agent
+    on played (``own``) was capped or clipped (an infinite one included)."""
+    if full:
+        floor = costs.min(axis=1, keepdims=True)
+        raw = [(x - floor) / span[:, None] for x in (costs, own)]
+    else:
+        raw = [(x - low[:, None]) / (high - low)[:, None] for x in (costs, own)]
+    on = np.ones((costs.shape[0], 1), dtype=bool) if on is None else on[:, None]
+    with np.errstate(invalid="ignore"):
+        capped = bool(np.any(on & ~((raw[1] >= 0.0) & (raw[1] <= 1.0))))
+    return (*(np.where(on, np.clip(x, 0.0, 1.0), 0.0) for x in raw), capped)
+
+
+def expected_under(p: NDArray, costs: NDArray) -> NDArray:
+    """Each agent's expected cost under its mixed strategy (an infinite cost weighs only
+    where it is played with positive probability)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(p > 0, p * costs, 0.0).sum(axis=1)
+
+
+class RegretSums:
+    """The analyst's running sums over rounds, per agent, in the learner's capped units
+    (``"learner"``, where the bounds hold) and the game's own (``"game"``): each grid action's
+    cost, the played action's, and the learner's expected cost under the strategy it drew
+    from (each shard keeps one for its rows)."""
+
+    UNITS = ("learner", "game")
+
+    def __init__(self, n: int, m: int, full: bool, span: NDArray, low: NDArray,
+                 high: NDArray) -> None:
+        self.full, self.span, self.low, self.high = full, span, low, high
+        self.grid = {u: np.zeros((n, m)) for u in self.UNITS}
+        self.played = {u: np.zeros(n) for u in self.UNITS}
+        self.mixed = {u: np.zeros(n) for u in self.UNITS}
+
+    def add(self, costs: NDArray, own: NDArray, learner: GridLearner,
+            on: NDArray | None = None) -> tuple[bool, bool]:
+        """One round: every grid action's expected cost ``(n, m)``, the played one's ``(n,
+        1)``, the learner (the strategies it drew from; SPSA plays its point), the agents that
+        played (``None``: all). Returns whether some played cost was capped into the
+        learner's units, and whether one was infinite."""
+        drawn_from = None if isinstance(learner, SPSA) else learner.drawn_from
+        bounded, own_bounded, capped = learner_units(costs, own, self.full, self.span,
+                                                     self.low, self.high, on)
+        on = np.ones(costs.shape[0], dtype=bool) if on is None else on
+        own_game = np.where(on, own[:, 0], 0.0)
+        for units, grid_costs, played in (("learner", bounded, own_bounded[:, 0]),
+                                          ("game", np.where(on[:, None], costs, 0.0),
+                                           own_game)):
+            self.grid[units] += grid_costs
+            self.played[units] += played
+            self.mixed[units] += (played if drawn_from is None
+                                  else expected_under(drawn_from, grid_costs))
+        return capped, bool(np.any(on & np.isinf(own[:, 0])))
+
+    def regrets(self, units: str = "learner") -> NDArray:
+        """Each agent's total external regret: its expected cost minus its best fixed
+        action's (``inf`` in the game's units once play met an infinite cost that a fixed
+        action avoids)."""
+        return deviation_gain(self.mixed[units], self.grid[units].min(axis=1))
+
+    def cce_gains(self, units: str = "learner") -> NDArray:
+        """Each agent's total gain from deviating to its best fixed action from the realized
+        play (the CCE gap's, before averaging)."""
+        return deviation_gain(self.played[units], self.grid[units].min(axis=1))
+
+
+
 @dataclass(frozen=True)
 class AgentView:
     """One agent, read from its shard when asked: a shard keeps no Python object per agent
     (at 10^6 agents a ``mesa.Agent`` each would cost more than the agents' numbers).
 
     Attributes:
-        index: the agent. private: its private type by name (pricing's ``alpha``, BAS's
-            ``beta``, PPSP's weights; SAR's users have none). strategy: the mixed strategy it
-            last drew from. action: the action it last played. iterate: its last iterate.
-        reference: its action in the predicted profile.
+        index: the agent (its row). private: its private type by name (pricing's
+            ``alpha``, BAS's ``beta``, PPSP's weights; SAR's users have none). strategy: the
+            mixed strategy it last drew from. action: the action it last played. iterate: its
+            last iterate. reference: its action in the predicted profile. costs: its expected
+            cost of each grid action against last round's play (NaN before a round).
     """
 
     index: int
@@ -120,6 +192,7 @@ class AgentView:
     action: float
     iterate: float
     reference: float
+    costs: NDArray
 
 
 def block_hashes(values: NDArray) -> NDArray:
@@ -144,6 +217,8 @@ class GameSlice:
 
     SETUP: ClassVar[tuple[tuple[str, str], ...]] = ()
     log_scale: ClassVar[bool] = False
+    #: The private types kept per agent, by attribute name (:meth:`private_types`).
+    TYPES: ClassVar[tuple[str, ...]] = ()
     #: Learner rows per agent (``pricing-bayes``: one per type, kept as ``t size + i``;
     #: ``bas-sequential``: one per observed state, kept as ``i ROWS + s``: :meth:`_rows_of`).
     ROWS: ClassVar[int] = 1
@@ -162,6 +237,7 @@ class GameSlice:
         self.optimum_profile: NDArray | None = None
         self.grid: NDArray = np.zeros(0)
         self.learner = self.sums = self.mode = self.values = self.draws = None
+        self._totals: dict = {}  # the last round's aggregates (an agent's costs, on request)
 
     # --- a game's pieces ------------------------------------------------------------------------
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
@@ -321,6 +397,7 @@ class GameSlice:
     def respond(self, totals: dict) -> Partials:
         """Feedback, the learners' update and the analyst's running sums, from the totals."""
         v = self.values
+        self._totals = totals
         self._played(v, totals)
         costs = self._costs(v, totals)
         feedback = costs if self.full else self._realized(v, self.draws, totals,
@@ -376,16 +453,34 @@ class GameSlice:
         """These agents' last iterate, ``(ROWS, size)`` (what ``history=true`` gathers)."""
         return self._by_agent(self.mode)
 
+    def reference_rows(self, name: str) -> NDArray:
+        """These agents' rows of reference profile ``name``, ``(ROWS, size)``."""
+        return self._by_agent(self.references[name])
+
+    def scale_rows(self, k: int) -> NDArray:
+        """These agents' rows of the learners' span (``k=0``), low (1) or high (2)."""
+        return self._by_agent((self.span, self.low, self.high)[k])
+
+    def private_types(self) -> dict[str, NDArray]:
+        """These agents' private types by name (:attr:`TYPES`)."""
+        return {name: getattr(self, name) for name in self.TYPES}
+
+    def label(self, value: float) -> str:
+        """An action as a reader sees it."""
+        return f"{value:.3g}"
+
     def view(self, agent: int) -> AgentView:
-        """Agent ``agent`` (the in-process engine's row: :meth:`locate`) as this shard holds
-        it, made on access."""
+        """Agent ``agent`` (the population's row: :meth:`locate`) as this shard holds it, made
+        on access."""
         i = self._local(*self.locate(agent, self.c))
         strategy = (np.zeros(self.grid.size) if self.learner.drawn_from is None
                     else self.learner.drawn_from[i].copy())
         predicted = next(iter(self.references.values()))
+        costs = (np.full(self.grid.size, np.nan) if self.values is None
+                 else self._costs(self.values, self._totals)[i].copy())
         return AgentView(agent, self._private(i), strategy,
                          float("nan") if self.values is None else float(self.values[i]),
-                         float(self.mode[i]), float(predicted[i]))
+                         float(self.mode[i]), float(predicted[i]), costs)
 
 
 GAME = (1.0, 1.0, 1.0, 1.0)  # pricing's kappa, L_F, c, S: as LearningModel's pricing game
@@ -407,6 +502,7 @@ class PricingSlice(GameSlice):
 
     SETUP = (("type_partials", "all"), ("profiles", "all"), ("set_grid", "all"))
     log_scale = True
+    TYPES = ("alpha",)
 
     def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
                  start_run: int = 0) -> None:
@@ -544,6 +640,7 @@ class BASSlice(GameSlice):
     shard to shard) and Theorem 1's profile the references."""
 
     SETUP = (("type_partials", "all"), ("set_grid", "all"), ("chain_nash", "chain"))
+    TYPES = ("beta", "alpha")
 
     def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
                  start_run: int = 0) -> None:
@@ -647,6 +744,7 @@ class PPSPSlice(GameSlice):
 
     SETUP = (("type_partials", "all"), ("set_grid", "all"))
     log_scale = True
+    TYPES = ("weights",)
 
     def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
                  start_run: int = 0) -> None:
@@ -738,6 +836,9 @@ class BayesPricingSlice(GameSlice):
     @classmethod
     def optimum_from(cls, totals: dict, config: Any) -> float:
         return totals["optimum"]
+
+    def label(self, value: float) -> str:
+        return self.rules.label(value)
 
     def _private(self, i: int) -> dict[str, float]:
         t = i // self.size
@@ -874,6 +975,7 @@ class BASSequentialSlice(GameSlice):
 
     SETUP = (("type_partials", "all"), ("swap_partials", "all"), ("set_grid", "all"),
              ("chain_references", "reverse"))
+    TYPES = ("beta", "alpha")
 
     def __init__(self, config: Any, seed: np.random.SeedSequence, start: int, stop: int,
                  start_run: int = 0) -> None:
@@ -1022,6 +1124,14 @@ class BASSequentialSlice(GameSlice):
         if self.start == 0:
             states[0] = 0
         return np.arange(self.size) * self.ROWS + states, levels
+
+    def path_rows(self, totals: dict) -> NDArray:
+        """The population rows of these users on the last iterate's path (``totals``: its
+        aggregates, ``mode_`` prefixed)."""
+        local, _ = self._path(self.mode, self._named(totals, "mode"))
+        user, state = divmod(local, self.ROWS)
+        k = user + self.start
+        return np.where(k == 0, 0, 1 + (k - 1) * self.ROWS + state)
 
     def _played(self, v: NDArray, totals: dict) -> None:
         self.active = np.zeros(self.rows, dtype=bool)

@@ -210,13 +210,14 @@ class ShardedRun:
             self.shards = [Shard(*args) for args in self._args]
 
     def _start(self, i: int) -> Any:
-        """Shard ``i``'s actor on the cluster's alive nodes in turn (Ray's ``SPREAD`` is best
-        effort: under load it left a two-node cluster's second node empty); soft, so that a
-        shard whose node is gone starts on another."""
+        """Shard ``i``'s actor on the cluster's alive nodes in turn, with a hard node affinity
+        (Ray's ``SPREAD`` and soft affinity are best effort: under load they left a two-node
+        cluster's second node empty). A shard restored after its node died is placed on the
+        nodes alive then."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         nodes = sorted(node["NodeID"] for node in self._ray.nodes() if node["Alive"])
-        where = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=True)
+        where = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=False)
         return self._actor.options(scheduling_strategy=where).remote(*self._args[i])
 
     def call(self, method: str, *args: Any) -> list[Any]:
@@ -303,16 +304,17 @@ class ShardedRun:
             self._folder = None
 
 
-def resolve_shards(shards: int | str, backend: str) -> int:
-    """``shards``: an integer >= 1, or ``auto`` (one per CPU of the Ray cluster)."""
+def resolve_shards(shards: int | str, backend: str, agents: int) -> int:
+    """``shards``: an integer >= 1 (at most one per block), or ``auto``: one per CPU of the
+    Ray cluster, at most one per block of ``agents`` (one in process)."""
     if shards == "auto":
         if backend != "ray":
             return 1
         from privgames.environments.ray_session import ensure_ray
 
-        return max(1, int(ensure_ray().cluster_resources().get("CPU", 1)))
+        cpus = int(ensure_ray().cluster_resources().get("CPU", 1))
+        return max(1, min(cpus, blocks_of(agents)))
     if isinstance(shards, bool) or not isinstance(shards, int | np.integer) or shards < 1:
         raise ConfigError(f"shards={shards!r} is out of range: shards must be an integer >= 1 "
                           "or 'auto'")
     return int(shards)
-

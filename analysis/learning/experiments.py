@@ -4,6 +4,7 @@ gap of their joint play."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +13,7 @@ import pandas as pd
 
 from privgames.analysis.claims import Claim
 from privgames.analysis.experiments import Experiment, figure, register
-from privgames.environments.learning_dynamics import LearningConfig, make_learning_model
+from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 
 #: Where this game's figures are drawn (imported when a figure is drawn).
 FIGURES = f"{__package__}.figures"
@@ -29,7 +30,7 @@ def learning_unit(config: LearningConfig, seed: np.random.SeedSequence) -> pd.Da
     trace over rounds and where it ended."""
     runs = []
     for k in range(config.starts):
-        model = make_learning_model(config, seed, start_run=k)
+        model = LearningModel(config, seed, start_run=k)
         try:
             runs.append(_trace_and_outcome(model.run(), config).assign(start_run=k))
         finally:
@@ -67,7 +68,7 @@ def _trace_and_outcome(model: Any, config: LearningConfig) -> pd.DataFrame:
     end = pd.DataFrame({"round": config.rounds, "metric": list(last), "value": list(last.values())})
     return pd.concat([rows, end], ignore_index=True).assign(
         feedback=config.resolved_feedback, reached=outcome["reached"], play=outcome["play"],
-        predicted=model.predicted_name)
+        predicted=model.predicted_name, placement=json.dumps(model.placement()))
 
 
 def settled_round(distance: np.ndarray, tolerance: float) -> float:
@@ -141,7 +142,7 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
             "predicted_social_cost": value("predicted_social_cost", "mean"),
             "optimum_social_cost": value("optimum_social_cost", "mean"),
             "populations": int(g["population"].nunique()) if "population" in g else 1,
-            "pooled_runs": len(ended)})
+            "pooled_runs": len(ended), "placement": placement(g, run_keys)})
     out: dict[str, Any] = {"runs": runs, "tolerance": float(params["tolerance"]),
                            "start": str(params.get("start", "random")),
                            "starts": int(params.get("starts", 1)),
@@ -193,6 +194,16 @@ def reached_shares(reached: pd.Series, references: list[str]) -> dict[str, dict]
     for name in [*references, "other equilibrium", "none"]:
         share = float((reached == name).sum()) / n
         out[name] = {"share": share, "se": float(np.sqrt(share * (1.0 - share) / n))}
+    return out
+
+
+def placement(rows: pd.DataFrame, run_keys: list[str]) -> dict[str, int]:
+    """Shards per node (Ray's node id; ``local``: in process), added up over the runs."""
+    runs = rows.groupby(run_keys)["placement"].first() if run_keys else rows["placement"][:1]
+    out: dict[str, int] = {}
+    for where in runs:
+        for node, count in json.loads(where).items():
+            out[node] = out.get(node, 0) + count
     return out
 
 

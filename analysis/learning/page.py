@@ -17,7 +17,6 @@ from privgames.analysis.pages import (
     integer_x,
     legend_below,
     new_figure,
-    series,
 )
 from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 
@@ -27,22 +26,22 @@ def learning_agents(env: LearningModel) -> Figure:
     equilibrium's action, agents sorted by their type (under incomplete information: each
     client's L row, then its H row; an action is a report and a noise)."""
     fig, ax = new_figure()
-    g = env.game
-    mode, nash = env.last_iterate(), env.references[env.predicted_name]
-    if env.config.game == "bas-sequential":  # the users on the path, at the states they get
-        rows = g.path(mode)[0]
+    grid = env.grid
+    mode, nash = env.last_iterate(), env.reference()
+    if env.config.game == "bas-sequential" and env.steps:  # the path, at the states it gets
+        rows = env.path_rows()
         mode, nash = mode[rows], nash[rows]
-    index = lambda v: np.searchsorted(g.grid, v)  # noqa: E731 - the grid position of a value
+    index = lambda v: np.searchsorted(grid, v)  # noqa: E731 - the grid position of a value
     x = np.arange(1, mode.size + 1)
-    ax.scatter(x, index(mode), c=index(mode), cmap="viridis", vmin=0, vmax=g.grid.size - 1,
+    ax.scatter(x, index(mode), c=index(mode), cmap="viridis", vmin=0, vmax=grid.size - 1,
                label=f"{env.config.learner}", **dots(mode.size))
     if mode.size <= MANY:
         ax.scatter(x, index(nash), marker="_", s=200, color="black", label=env.predicted_name)
     else:
         ax.step(x, index(nash), where="mid", color="black", linewidth=1,
                 label=env.predicted_name)
-    ticks = np.linspace(0, g.grid.size - 1, min(6, g.grid.size)).astype(int)
-    ax.set_yticks(ticks, [g.label(g.grid[t]) for t in ticks])
+    ticks = np.linspace(0, grid.size - 1, min(6, grid.size)).astype(int)
+    ax.set_yticks(ticks, [env.label(grid[t]) for t in ticks])
     who, xlabel = f"{mode.size} agents", "agent"
     if env.config.game == "pricing-bayes":  # rows: every client's L row, then its H row
         ax.axvline(mode.size / 2 + 0.5, color="grey", linewidth=0.8)
@@ -59,7 +58,7 @@ def learning_agents(env: LearningModel) -> Figure:
 
 def learning_measures(env: LearningModel) -> Figure:
     fig, (ax, bx) = new_figure(2)
-    distance, regret = series(env, "distance"), series(env, "max_average_regret")
+    distance, regret = env.trace("distance"), env.trace("max_average_regret")
     rounds = np.arange(1, distance.size + 1)
     ax.plot(rounds, distance, label="last iterate")
     ax.axhline(0.0, color="grey", linewidth=0.8, label="NE (distance 0)")
@@ -84,11 +83,20 @@ def learning_readings(env: LearningModel) -> dict[str, float]:
 
 def learning_detail(env: LearningModel, agent: int) -> dict[str, float]:
     """Agent ``agent`` (1-based, in the agents' order; past the end: the last; a client's
-    type rows under incomplete information): its current action, the predicted one."""
-    mode, nash = env.last_iterate(), env.references[env.predicted_name]
-    k = min(agent, mode.size)
-    return {f"agent {k}: action": float(mode[k - 1]),
-            f"agent {k}: {env.predicted_name} action": float(nash[k - 1])}
+    type rows under incomplete information), read from its shard as a Mesa agent: its
+    private type, the action it played, its current strategy's action, the predicted one, and
+    its cost against last round's play."""
+    players = env.agents
+    player = players[min(agent, len(players)) - 1]
+    view = player.view()
+    k = view.index + 1
+    played = view.action
+    cost = (math.nan if math.isnan(played)
+            else float(view.costs[int(np.searchsorted(env.grid, played))]))
+    return {**{f"agent {k}: {name}": value for name, value in view.private.items()},
+            f"agent {k}: action played": played, f"agent {k}: action": view.iterate,
+            f"agent {k}: {env.predicted_name} action": view.reference,
+            f"agent {k}: its cost": cost}
 
 
 PAGE = Page("learning", "Learning dynamics", LearningModel, LearningConfig,
