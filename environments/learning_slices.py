@@ -495,10 +495,17 @@ def pricing_delta(total: float, n: int, aggregation: str) -> float:
 
 
 class PricingSlice(GameSlice):
-    """Clients ``[start, stop)`` of pricing FL (as
-    :class:`~privgames.mechanisms.learning_games.PricingGame`): private sensitivities, noise
-    ``sigma`` on a log grid (``inf``: the opt-out under MLE), eq (10)'s profile the reference
-    (eq 11's with Definition 4's prices)."""
+    """Clients ``[start, stop)`` of pricing FL: private sensitivities ``alpha_i``, noise
+    ``sigma_i`` on a log grid a decade either side of the eq (10) and eq (11) profiles (and,
+    under the MLE rule, ``inf``: opting out, infinitely penalised with prices); eq (10)'s
+    profile the reference (eq 11's with Definition 4's prices).
+
+    Client ``i`` pays eq (5)'s ``J_i`` plus, with prices, the expected penalty ``beta_i E[(w~_i
+    - mean w~)^2]`` of Definition 4 (the compensation, a transfer independent of its own
+    choice, is left out). A realized cost draws the clients' noises, aggregates them by the
+    rule, and replaces ``Delta`` and ``Delta^2`` in eq (9) by their unbiased estimates from the
+    release's error ``e``: ``|e| sqrt(pi/2)`` and ``e^2``; the penalty is the realized
+    ``beta_i (w~_i - mean w~)^2``."""
 
     SETUP = (("type_partials", "all"), ("profiles", "all"), ("set_grid", "all"))
     log_scale = True
@@ -530,8 +537,8 @@ class PricingSlice(GameSlice):
                         {"hi": float(both.max()), "neg_lo": -float(both.min())})
 
     def set_grid(self, totals: dict) -> Partials:
-        """The common grid (as :class:`~privgames.mechanisms.learning_games.PricingGame`),
-        Definition 4's coefficients from eq 11's aggregate, the reference profile."""
+        """The common grid, Definition 4's coefficients from eq 11's aggregate, the
+        reference profile."""
         c = self.c
         lo, hi = -totals["neg_lo"], totals["hi"]
         levels = np.geomspace(lo / 10.0, hi * 10.0, c.grid_points - self.mle)
@@ -548,7 +555,7 @@ class PricingSlice(GameSlice):
 
     @classmethod
     def optimum_from(cls, totals: dict, config: Any) -> float:
-        """The smallest social cost (as ``PricingGame.optimum``): mean rule, eq (11)'s profile;
+        """The smallest social cost: mean rule, eq (11)'s profile;
         MLE, only the least sensitive client adds noise (``social_optimum``)."""
         kappa, L_F, c, S = GAME
         w_total, delta11 = totals["W"], pricing_delta(totals["parts11"], config.agents,
@@ -591,7 +598,8 @@ class PricingSlice(GameSlice):
         return partials
 
     def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
-        """:meth:`~privgames.mechanisms.learning_games.PricingGame.costs` from the totals."""
+        """Each client's expected cost of each candidate from the totals: eq (5) and the
+        expected penalty."""
         cand = self.grid[None, :] if candidates is None else candidates
         rest = pricing.rest_from_total(pricing.aggregate_parts(v, self.c.aggregation),
                                        totals["parts"], int(round(totals["inf_parts"])))[:, None]
@@ -604,8 +612,8 @@ class PricingSlice(GameSlice):
 
     def _realized(self, v: NDArray, noise: NDArray, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:
-        """:meth:`~privgames.mechanisms.learning_games.PricingGame.realized` from the totals
-        (``noise``: one round's ``(n,)`` or several rounds' ``(k, n)``)."""
+        """One realized cost per client from the release, as the class says (``noise``:
+        one round's ``(n,)`` or several rounds' ``(k, n)``)."""
         kappa, L_F, c, S = GAME
         inside = np.isfinite(v)
         w_sum, w_noise, e_sum = (np.asarray(totals[k]) for k in ("w", "w_noise", "noise"))
@@ -737,8 +745,12 @@ class SARSlice(GameSlice):
 
 
 class PPSPSlice(GameSlice):
-    """Nodes ``[start, stop)`` of the PPSP ring's noise game (as
-    :class:`~privgames.mechanisms.learning_games.PPSPGame`): private weights, ``c`` on a log
+    """Nodes ``[start, stop)`` of the PPSP ring's noise game: node ``i`` pays Theorem 4's
+    weighted cost with its own weights, ``gamma_u M_u(c_max) + gamma_a M_a(c_max) + gamma_p
+    M_p(c_min)``. Any common ``c`` is a NE (a node alone above the others raises ``c_max``,
+    alone below lowers ``c_min``), so the predicted profile is Theorem 4's optimum for the
+    summed weights. A realized cost draws the estimator's squared error (Gaussian with
+    Theorem 2's variance) for the accuracy term. Private weights, ``c`` on a log
     grid a decade either side of the preferred ``c``; Theorem 4's common ``c`` for the summed
     weights the reference."""
 
@@ -798,8 +810,16 @@ class PPSPSlice(GameSlice):
 
 
 class BayesPricingSlice(GameSlice):
-    """Clients ``[start, stop)`` of pricing under incomplete information (as
-    :class:`~privgames.mechanisms.learning_games.BayesPricingGame`): two learner rows a client
+    """Clients ``[start, stop)`` of pricing FL under incomplete information (section IV) in
+    agent form: each client has a row for each of its two types, and every round each
+    client's type is drawn afresh from the prior (L with probability ``eta``), so only the row
+    of its drawn type plays and learns. The time-averaged play of no-regret rows is a Bayesian
+    coarse correlated equilibrium (Hartline, Syrgkanis & Tardos 2015); the agent-form regret
+    is what the analyst measures. An action is a report and a noise; a row's cost, given the
+    others' realized types and actions, is eq (13)'s integrand, with Definition 5's prices as
+    derived or none; the analyst's deviation gains and social costs are interim expectations
+    over the others' types (:data:`~privgames.mechanisms.learning_games.TYPE_PROFILES`).
+    Two learner rows a client
     (``t size + i`` here, ``t N + i`` in the population), its type drawn each round from its
     block's stream, the analyst's type profiles drawn per block. Every cost comes from the
     counts of clients per (profile, type, action) (:class:`~privgames.mechanisms.

@@ -1,18 +1,17 @@
-"""The four games as repeated stage games on an explicit action grid, for learners that learn
-from what they experience (``learning-dynamics``).
+"""The theory of ``learning-dynamics``' games on an explicit action grid: grids, the
+theory's reference profiles, the cost formulas a game's round evaluates, and the measures of a
+profile (deviation gains, distances).
 
-Each game gives, for every agent at once:
-
-* ``costs(values, candidates)`` -- the expected cost of each candidate action given the
-  others' current actions (full-information feedback; the analysis also uses it for regret);
-* ``realized(values, rng)`` -- one realized cost per agent, drawn from the simulated release
-  (bandit feedback): its mean is the expected cost, its variance the release's;
-* :meth:`GridGame.scales` -- the units the learners map costs to ``[0, 1]`` by, read off the
-  costs when everyone plays the grid's middle action (no theory involved);
-* ``references`` -- named profiles of the theory, snapped to the grid, the predicted NE first;
-  whether a profile is an equilibrium of the grid game is measured, not assumed:
-  :meth:`GridGame.nash_gap` is the largest gain of a unilateral deviation (the printed eq (10)
-  of pricing FL under the MLE rule is not one).
+A game's round is written once, as a slice of a population
+(:mod:`privgames.environments.learning_slices`), from the functions here. The classes kept
+are the grid games whose theory is tested on its own: :class:`BASGame` (also the bas-chain
+experiment's sub-sequence game), :class:`SARGame`, and
+:class:`~privgames.mechanisms.bas_sequential.BASSequentialGame`; each gives
+``costs(values, candidates)`` (expected cost of each candidate given the others' actions),
+``realized(values, rng)`` (one realized cost, drawn from the simulated release),
+``references`` (the theory's profiles snapped to the grid, the predicted NE first) and
+:meth:`GridGame.nash_gap` (the largest gain of a unilateral deviation: whether a profile is
+an equilibrium of the grid game is measured, not assumed).
 
 The stage games are simultaneous: each agent's cost is the paper's, evaluated at everyone's
 current action. For the BAS chain that makes the first user's equilibrium ``m beta_1`` (it no
@@ -389,58 +388,18 @@ class SARGame(GridGame):
         return float(abs(np.mean(values) - np.mean(reference)))
 
 
-class PPSPGame(GridGame):
-    """Ring nodes choose their noise scale ``c_i``; node ``i`` pays Theorem 4's weighted cost
-    with its own weights, ``gamma_u M_u(c_max) + gamma_a M_a(c_max) + gamma_p M_p(c_min)``.
-
-    Any common ``c`` is a NE (a node alone above the others raises ``c_max``, alone below
-    lowers ``c_min``), so the predicted profile is Theorem 4's optimum for the summed weights,
-    and a learned common level is an equilibrium too. Grid: log-spaced over a decade either
-    side of the nodes' preferred ``c``. A realized cost draws the estimator's squared error
-    (Gaussian with Theorem 2's variance) for the accuracy term.
-    """
-
-    log_scale = True
-
-    def __init__(self, weights: ArrayLike, K: int, delta: float, d: float,
-                 grid_points: int = 21, grid: ArrayLike | None = None) -> None:
-        self.weights = np.asarray(weights, dtype=float)
-        self.args = (self.weights.shape[0], int(K), float(delta), float(d))
-        preferred = ppsp.optimal_c_each(self.weights, *self.args)
-        self.grid = ppsp_grid(preferred.min(), preferred.max(), grid_points, grid)
-        self.n = self.weights.shape[0]
-
-    def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
-        v = np.asarray(values, dtype=float)
-        cand = self.grid[None, :] if candidates is None else np.asarray(candidates, float)
-        order = np.sort(v)
-        return ppsp_costs(v, order[-2:], order[:2], self.weights, self.args, cand)
-
-    def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
-        v = np.asarray(values, dtype=float)
-        return ppsp_realized(self.own_costs(v), v.max(), self.weights, self.args,
-                             rng.standard_normal())
-
-    def references(self) -> dict[str, NDArray]:
-        common = ppsp.optimal_c(*self.weights.sum(axis=0), *self.args)
-        return {"theorem4": self.snap(np.full(self.n, common))}
-
-    def optimum(self) -> float:
-        c = ppsp.optimal_c(*self.weights.sum(axis=0), *self.args)
-        return self.social_cost(np.full(self.n, c))
-
-
 def ppsp_grid(lo: float, hi: float, grid_points: int, grid: ArrayLike | None) -> NDArray:
-    """:class:`PPSPGame`'s grid from the nodes' smallest and largest preferred ``c``."""
+    """The PPSP noise game's grid (log-spaced a decade either side) from the nodes'
+    smallest and largest preferred ``c``."""
     return _own_grid(grid, np.geomspace(lo / 10.0, hi * 10.0, _check_grid_points(grid_points)),
                      opt_out=False)
 
 
 def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray,
                args: tuple, candidates: NDArray) -> NDArray:
-    """:meth:`PPSPGame.costs` of the nodes ``v`` from the profile's two largest and two
-    smallest values (in increasing order), so that a shard of the ring computes them: each
-    node's others' largest and smallest ``c``, then Theorem 4's weighted cost."""
+    """Theorem 4's weighted cost of each candidate ``c`` for the nodes ``v``, from the
+    profile's two largest and two smallest values (in increasing order), so that a shard of
+    the ring computes them: each node's others' largest and smallest ``c``, then the cost."""
     high = np.where(v == largest[-1], largest[-2], largest[-1])  # the others' largest
     low = np.where(v == smallest[0], smallest[1], smallest[0])  # and smallest
     w = weights[:, None, :]
@@ -451,7 +410,7 @@ def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray
 
 def ppsp_realized(own: NDArray, c_max: float, weights: NDArray, args: tuple,
                   z: ArrayLike) -> NDArray:
-    """:meth:`PPSPGame.realized`: the accuracy term drawn as the estimator's squared error
+    """A node's realized cost: the accuracy term drawn as the estimator's squared error
     (``z``: one standard normal per round, scalar or along a leading axis)."""
     zero = np.zeros_like(weights[:, 1])
     accuracy = ppsp.tradeoff_cost(c_max, np.inf, zero, weights[:, 1], zero, *args)
@@ -464,84 +423,6 @@ def release_loss(error: float, kappa: float, L_F: float) -> float:
     ``Delta^2`` (``inf`` when nothing was released)."""
     estimate = abs(error) * math.sqrt(math.pi / 2.0)
     return kappa * (estimate + error * error / (2.0 * L_F))
-
-
-class PricingGame(GridGame):
-    """FL clients choose their noise ``sigma_i``; client ``i`` pays eq (5)'s ``J_i`` plus, with
-    prices, the expected penalty ``beta_i E[(w~_i - mean w~)^2]`` of Definition 4 (the
-    compensation, a transfer independent of its own choice, is left out).
-
-    Grid: log-spaced over a decade either side of the eq (10) and eq (11) profiles, and, under
-    the MLE rule, ``inf`` (opting out; infinitely penalised with prices). A realized cost draws
-    the clients' noises, aggregates them by the rule, and replaces ``Delta`` and ``Delta^2`` in
-    eq (9) by their unbiased estimates from the release's error ``e``: ``|e| sqrt(pi/2)`` and
-    ``e^2``; the penalty is the realized ``beta_i (w~_i - mean w~)^2``.
-    """
-
-    log_scale = True
-
-    def __init__(self, alpha: ArrayLike, kappa: float, L_F: float, c: float, S: float,
-                 aggregation: str = "mle", prices: bool = False, grid_points: int = 21,
-                 grid: ArrayLike | None = None) -> None:
-        self.alpha = np.asarray(alpha, dtype=float)
-        self.game = (kappa, L_F, c, S)
-        self.aggregation = aggregation
-        n = self.alpha.size
-        self.beta = (pricing.penalty_coefficients(self.alpha, *self.game, aggregation) if prices
-                     else np.zeros(n))
-        eq10 = pricing.equilibrium_noise(self.alpha, *self.game, aggregation)
-        eq11 = pricing.optimal_noise(self.alpha, *self.game, aggregation)
-        lo = min(eq10.min(), eq11.min()) / 10.0
-        hi = max(eq10.max(), eq11.max()) * 10.0
-        levels = np.geomspace(lo, hi, _check_grid_points(grid_points) - (aggregation == "mle"))
-        self.grid = _own_grid(grid, np.append(levels, np.inf) if aggregation == "mle"
-                              else levels, opt_out=aggregation == "mle")
-        self.prices = prices
-        self.n = n
-
-    def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
-        v = np.asarray(values, dtype=float)
-        cand = self.grid[None, :] if candidates is None else np.asarray(candidates, float)
-        n = v.size
-        rest = pricing.rest_of_aggregate(v, self.aggregation)[:, None]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            own = pricing.own_cost(cand, rest, self.alpha[:, None], *self.game,
-                                   self.aggregation, self.beta[:, None], n)
-            finite = np.where(np.isfinite(v), v * v, 0.0)
-            others = np.fmax(self.beta * (finite.sum() - finite) / n**2, 0.0)  # E penalty's rest
-        return own + others[:, None]
-
-    def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
-        v = np.asarray(values, dtype=float)
-        n = v.size
-        kappa, L_F, c, S = self.game
-        inside = np.isfinite(v)
-        noise = np.where(inside, rng.standard_normal(n) * np.where(inside, v, 0.0), 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if self.aggregation == "mle":
-                w = np.where(inside, v**-2.0, 0.0)
-                error = float(np.sum(w * noise) / w.sum()) if w.sum() > 0 else math.inf
-            else:
-                error = float(noise.sum() / n) if inside.all() else math.inf
-            accuracy = (1.0 - self.alpha) * release_loss(error, kappa, L_F)
-            privacy = np.fmax(self.alpha * c * S / v, 0.0)
-            spread = noise - noise.sum() / n
-            penalty = np.where(inside, self.beta * spread**2,
-                               np.where(self.beta > 0, np.inf, 0.0))
-        return accuracy + privacy + penalty
-
-    def references(self) -> dict[str, NDArray]:
-        name, profile = ("eq11", pricing.optimal_noise) if self.prices else (
-            "eq10", pricing.equilibrium_noise)
-        return {name: self.snap(profile(self.alpha, *self.game, self.aggregation))}
-
-    def optimum(self) -> float:
-        s = pricing.social_optimum(self.alpha, *self.game, self.aggregation)
-        return pricing.social_cost(s, self.alpha, *self.game, self.aggregation)
-
-    def social_cost(self, values: NDArray) -> float:
-        """Eq (6): the prices are transfers and cancel out."""
-        return pricing.social_cost(values, self.alpha, *self.game, self.aggregation)
 
 
 #: Type profiles the interim expected costs average over: every profile (weighted by the
@@ -698,8 +579,8 @@ class BayesRules:
                  w: float, noise_sum: float, reported_l: int) -> NDArray:
         """The realized costs of clients of types ``t`` who reported ``a``, added ``s`` and
         drew ``noise``, given the round's sums over all clients (``sum w e``, ``sum w``,
-        ``sum e``, the reports of L): the release's error replaces ``Delta`` (as
-        :class:`PricingGame`), the penalty is ``beta (n_i - mean n)^2``."""
+        ``sum e``, the reports of L): the release's error replaces ``Delta`` (as in
+        pricing FL), the penalty is ``beta (n_i - mean n)^2``."""
         g, mech = self.bayes, self.mechanism
         accuracy = release_loss(w_noise / w, g.kappa, g.L_F)
         spread = noise - noise_sum / g.N
@@ -721,136 +602,3 @@ class BayesRules:
     def optimum(self) -> float:
         """The exact expected social cost at the type-contingent optimum."""
         return expected_social_cost(self.bayes, self.design["target"])
-
-
-class BayesPricingGame(GridGame):
-    """Pricing FL under incomplete information (section IV) in agent form: each client has a
-    row for each of its two types, and every round each client's type is drawn afresh from the
-    prior (L with probability ``eta``), so only the row of its drawn type plays and learns
-    (:attr:`active`). Row ``t N + i`` is client ``i`` of type ``t`` (0 = L). The time-averaged
-    play of no-regret rows is a Bayesian coarse correlated equilibrium (Hartline, Syrgkanis &
-    Tardos 2015); the agent-form regret is what the analyst measures.
-
-    An action is a report and a noise (:class:`BayesRules`: the ``m`` levels log-spaced from a
-    third of the theory's smallest noise to three times its largest, its profiles already
-    spanning over a decade). A row's cost, given the others' realized types and actions, is
-    eq (13)'s integrand (what :func:`~privgames.mechanisms.pricing_bayes.expected_cost`
-    averages over the count of L types), with Definition 5's prices as derived (``prices``)
-    or none; the MLE weights follow the reports. A realized cost draws the release's noise,
-    as :class:`PricingGame` does, and the realized penalty ``beta (n_i - mean n)^2``.
-
-    The analyst's deviation gains and social costs are interim expectations over the others'
-    types (:data:`TYPE_PROFILES`, drawn from ``rng`` when they are not all enumerated); the
-    optimum is the exact expected social cost at the type-contingent optimum.
-    """
-
-    log_scale = True
-
-    def __init__(self, game: BinaryGame, prices: bool, rng: np.random.Generator,
-                 grid_points: int = 21, grid: ArrayLike | None = None) -> None:
-        self.rules = rules = BayesRules(game, prices, grid_points, grid)
-        self.bayes, self.mechanism = game, rules.mechanism
-        self.levels, self.m_levels, self.grid = rules.levels, rules.m_levels, rules.grid
-        self.N, self.n = game.N, 2 * game.N
-        self.client = np.arange(self.n) % self.N
-        self.row_type = np.arange(self.n) // self.N
-        self.types = np.zeros(self.N, dtype=int)
-        self.active = self.row_type == 0
-        self.profiles, self.profile_weights = type_profiles(
-            self.N, game.eta, lambda k: rng.random((k, self.N)))
-        self._deviation: tuple = (None, None)
-
-    # --- the protocol -------------------------------------------------------------------------
-    def begin_round(self, rng: np.random.Generator) -> None:
-        """Each client's type this round, drawn from the prior."""
-        self.types = (rng.random(self.N) >= self.bayes.eta).astype(int)
-        self.active = self.row_type == self.types[self.client]
-
-    def middle(self) -> NDArray:
-        """Every row reports its type truthfully at the middle level."""
-        return self.row_type * self.m_levels + (self.m_levels - 1) // 2.0
-
-    def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
-        """This round's costs of the rows that play (0 for the others)."""
-        return np.where(self.active[:, None], self.row_costs(values, candidates), 0.0)
-
-    def row_costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
-        """Every row's costs as if its type were drawn this round, the others' as drawn."""
-        return self._expected(values, self.types[None, :], np.ones(1), candidates)
-
-    def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
-        report, sigma = self.decode(values)
-        rows = self.types * self.N + np.arange(self.N)
-        a, s = report[rows], sigma[rows]
-        noise = rng.standard_normal(self.N) * s
-        w = self.rules.weight[a]
-        out = np.zeros(self.n)
-        out[rows] = self.rules.realized(self.types, a, s, noise, float(np.sum(w * noise)),
-                                        float(np.sum(w)), float(np.sum(noise)),
-                                        int(np.sum(a == 0)))
-        return out
-
-    # --- actions and the theory's profiles ---------------------------------------------------
-    def decode(self, values: ArrayLike) -> tuple[NDArray, NDArray]:
-        """Grid indices to ``(report, noise)``."""
-        return self.rules.decode(values)
-
-    def label(self, value: float) -> str:
-        return self.rules.label(value)
-
-    def row_actions(self, rho: tuple[int, int], s: NDArray) -> NDArray:
-        """The symmetric strategy ``(rho, s)`` as each row's grid action (nearest level)."""
-        return self.rules.row_actions(rho, s, self.row_type)
-
-    def references(self) -> dict[str, NDArray]:
-        return {name: self.row_actions(rho, s)
-                for name, (rho, s) in self.rules.strategies.items()}
-
-    def distance(self, values: NDArray, reference: NDArray) -> float:
-        """Largest distance of a row's action from the reference's
-        (:meth:`BayesRules.row_distances`)."""
-        return float(self.rules.row_distances(values, reference).max())
-
-    # --- the analyst's interim expectations ----------------------------------------------------
-    def _actions(self, values: NDArray, types: NDArray) -> NDArray:
-        """Each client's action in each type profile (its row of the profile's type)."""
-        return np.asarray(values).astype(int)[types.astype(np.int64) * self.N + np.arange(self.N)]
-
-    def _expected(self, values: NDArray, types: NDArray, weights: NDArray,
-                  candidates: ArrayLike | None = None) -> NDArray:
-        """Every row's cost of each candidate, averaged over the others' type profiles
-        ``types`` (``(S, N)``; a row's own type is its own) with ``weights``, ``(2N, k)``."""
-        actions = self._actions(values, types)
-        cand = (np.broadcast_to(self.grid, (self.n, self.grid.size)) if candidates is None
-                else np.asarray(candidates, dtype=float))
-        return self.rules.interim(self.rules.totals(self.rules.counts(actions, types)),
-                                  weights, actions, self.client, self.row_type, cand)
-
-    def interim_costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
-        """Each row's expected cost of each candidate over the others' types, ``(2N, k)``."""
-        return self._expected(values, self.profiles, self.profile_weights, candidates)
-
-    def own_costs(self, values: NDArray) -> NDArray:
-        """Each row's interim expected cost at the profile."""
-        return self._own(values, self.interim_costs(values))
-
-    def _own(self, values: NDArray, interim: NDArray) -> NDArray:
-        return interim[np.arange(self.n), np.asarray(values).astype(int)]
-
-    def deviation(self, values: NDArray) -> tuple[NDArray, NDArray]:
-        """Each row's interim expected cost and its best interim cost on the grid (0 gain at
-        a BNE of the grid game; the last profile's kept: the absolute and the relative gain
-        both ask)."""
-        key = np.asarray(values, dtype=float).tobytes()
-        if self._deviation[0] != key:
-            interim = self.interim_costs(values)
-            self._deviation = (key, (self._own(values, interim), interim.min(axis=1)))
-        return self._deviation[1]
-
-    def social_cost(self, values: NDArray) -> float:
-        """The expected ``sum_i J_i`` (prices are transfers) over the type profiles."""
-        counts = self.rules.counts(self._actions(values, self.profiles), self.profiles)
-        return self.rules.social(counts, self.profile_weights)
-
-    def optimum(self) -> float:
-        return self.rules.optimum()
