@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import mesa
 import numpy as np
 import pandas as pd
+from mesa.agent import AgentSet
 from numpy.typing import NDArray
 
 from privgames.agents.learners import (
@@ -112,7 +113,7 @@ class LearningConfig:
         shards: the shards of one population (an integer >= 1, at most one per 1,024
             agents, or ``auto``: one per CPU of the Ray cluster, at most one per 1,024
             agents; in process ``auto`` is one).
-        history: keep every round's last iterate in the driver (O(rounds x agents) of
+        history: keep every round's played actions in the driver (O(rounds x agents) of
             memory; without it the driver holds O(rounds) numbers).
         checkpoint_every: rounds between the shards' checkpoints (``backend=ray``; a killed
             shard is restored from the last one; 0: none).
@@ -252,7 +253,7 @@ class LearningConfig:
 @dataclass
 class DriverState:
     """What the driver keeps of a run: per-round rows, the iterate's hashes and measurements,
-    the running social cost; and, with ``history``, every round's iterate."""
+    the running social cost; and, with ``history``, every round's actions."""
 
     rows: list[dict] = field(default_factory=list)
     hashes: list[float] = field(default_factory=list)
@@ -352,7 +353,7 @@ class LearningModel(Environment):
             r.checkpoint(0)
 
     @property
-    def agents(self) -> mesa.AgentSet:
+    def agents(self) -> AgentSet:
         """Every agent as a :class:`Player` view (made on first access)."""
         if not self._players:
             self._players = True
@@ -400,7 +401,7 @@ class LearningModel(Environment):
             s.social_total += out["social"]
             s.social_rounds += 1
         if s.history is not None:
-            s.history.append(self.last_iterate())
+            s.history.append(self._gather("actions"))
         s.rows.append({
             "round": t, "distance": s.distances[self.predicted_name],
             "nash_gap": s.of_iterate["nash_gap"],
@@ -441,7 +442,7 @@ class LearningModel(Environment):
 
     @property
     def history(self) -> NDArray | None:
-        """Every round's last iterate, ``(rounds, rows)`` (``None`` unless ``history``)."""
+        """Every round's played actions, ``(rounds, rows)`` (``None`` unless ``history``)."""
         h = self.state.history
         return None if h is None else np.array(h).reshape(len(h), -1)
 

