@@ -33,14 +33,15 @@ GAME_AGENTS = {"pricing-bayes": 10_240, "bas-sequential": 10_240}
 
 
 def one(agents: int, shards: int, rounds: int, probe: int, game: str = "pricing") -> dict:
-    """One population: ``shards`` = 0 runs the in-process engine (``backend=vectorized``)."""
-    from privgames.environments.learning_dynamics import LearningConfig, make_learning_model
+    """One population: ``shards`` = 0 runs it as one shard in this process
+    (``backend=vectorized``)."""
+    from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 
     ray = {"backend": "ray", "shards": shards, "checkpoint_every": 0} if shards else {}
     config = LearningConfig(game=game, learner="hedge", agents=agents, rounds=rounds,
                             **ray)
     started = time.perf_counter()
-    model = make_learning_model(config, 1)
+    model = LearningModel(config, 1)
     setup = time.perf_counter() - started
     model.run(probe)
     early = model.run_.rss() if shards else None

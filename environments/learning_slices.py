@@ -40,6 +40,7 @@ generator each shard holds a copy of.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass
@@ -839,9 +840,8 @@ class BayesPricingSlice(GameSlice):
                  start_run: int = 0) -> None:
         super().__init__(config, seed, start, stop, start_run)
         c = config
-        self.rules = BayesRules(BinaryGame(c.agents, c.alpha_L, c.alpha_H, c.p_low,
-                                           aggregation=c.aggregation),
-                                c.pricing, c.grid_points, c.grid)
+        self.rules = bayes_rules(c.agents, c.alpha_L, c.alpha_H, c.p_low, c.aggregation,
+                                 c.pricing, c.grid_points, c.grid)
         self.eta = self.rules.bayes.eta
         self.round_types = BlockStreams(seed, ROUND_TYPES, start, stop, self.n)
         self.grid = self.rules.grid
@@ -1210,6 +1210,16 @@ class BASSequentialSlice(GameSlice):
             **{f"distance_{name}": grid_distance(self.grid, m[rows], ref[rows], False)
                for name, ref in self.references.items()}})
         return out
+
+
+@functools.lru_cache(maxsize=8)
+def bayes_rules(agents: int, alpha_L: float, alpha_H: float, p_low: float, aggregation: str,
+                prices: bool, grid_points: int, grid: tuple[float, ...] | None) -> BayesRules:
+    """The mechanism, levels and theory's strategies of pricing-bayes (the same for every
+    shard and population of a configuration: its theory costs about a second at 10^3 clients,
+    so a process computes it once; read only)."""
+    return BayesRules(BinaryGame(agents, alpha_L, alpha_H, p_low, aggregation=aggregation),
+                      prices, grid_points, grid)
 
 
 #: The slice of each game that runs over shards.

@@ -45,6 +45,9 @@ def test_full_information_regret_stays_within_the_bound_on_adversarial_costs(kin
     assert regret.max() <= bound
     if kind is Hedge:  # at the horizon the tuned step gives the textbook sqrt(T ln m / 2)
         assert bound == pytest.approx(math.sqrt(T * math.log(m) / 2))
+    else:  # Blackwell: ||R_T^+||^2 <= sum_t sum_j (p.c_t - c_tj)^2 <= T (m - 1) for c in [0, 1]
+        for t in (1, 17, T):
+            assert learner.regret_bound(t) == pytest.approx(math.sqrt(t * (m - 1)), rel=1e-12)
 
 
 @pytest.mark.parametrize("kind", [Hedge, EXP3])

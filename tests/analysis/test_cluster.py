@@ -6,6 +6,7 @@ vectorised ring's rows."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -75,34 +76,41 @@ def test_the_ray_ring_runs_on_the_cluster(cluster, tmp_path):
 
 def test_one_sharded_population_spans_the_cluster_with_the_local_rows(cluster, tmp_path):
     """``learning-dynamics`` (pricing, Hedge): one population of 2,100 agents as 3 shard actors
-    spread over both nodes, against the same population as 1 shard of a local Ray."""
-    sets = ["--set", "game=pricing", "--set", "learner=hedge", "--set", "backend=ray",
-            "--set", "agents=2100", "--set", "rounds=60", "--set", "populations=1"]
-    on_cluster = cli(["run", "learning-dynamics", *sets, "--set", "shards=3", "--address",
-                      cluster, "--out", str(tmp_path / "cluster")], tmp_path)
+    spread over both nodes, against the same population as 1 shard in process (one engine:
+    equal rows; the summary says where the shards ran)."""
+    sets = ["--set", "game=pricing", "--set", "learner=hedge", "--set", "agents=2100",
+            "--set", "rounds=60", "--set", "populations=1"]
+    on_cluster = cli(["run", "learning-dynamics", *sets, "--set", "backend=ray", "--set",
+                      "shards=3", "--address", cluster, "--out", str(tmp_path / "cluster")],
+                     tmp_path)
     assert on_cluster.returncode == 0, on_cluster.stderr[-2000:]
     assert f"joining the Ray cluster at {cluster}" in on_cluster.stderr
-    local = cli(["run", "learning-dynamics", *sets, "--set", "shards=1", "--workers", "1",
+    local = cli(["run", "learning-dynamics", *sets, "--workers", "0",
                  "--out", str(tmp_path / "local")], tmp_path)
     assert local.returncode == 0, local.stderr[-2000:]
     rows, local_rows = (pd.read_parquet(tmp_path / where / "learning-dynamics.parquet")
                         for where in ("cluster", "local"))
+    placement = rows.pop("placement")
+    assert local_rows.pop("placement").eq('{"local": 1}').all()
     pd.testing.assert_frame_equal(rows, local_rows, check_exact=True)
+    summary = json.loads((tmp_path / "cluster" / "learning-dynamics.summary.json").read_text())
+    assert sorted(summary["placement"].values()) == [1, 2]  # the summary says where they ran
+    assert placement.nunique() == 1
 
 
 SHARDS_ON_NODES = """
 import sys, time
-from privgames.environments.learning_dynamics import LearningConfig
-from privgames.environments.learning_shards import ShardedLearningModel
+from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 from privgames.environments.ray_session import ensure_ray
 ray = ensure_ray(address=sys.argv[1])
 started = time.monotonic()  # a loaded machine can miss a node's heartbeats for a moment
 while sum(node["Alive"] for node in ray.nodes()) < 2 and time.monotonic() - started < 60:
     time.sleep(0.5)
-config = LearningConfig(game="pricing", agents=4100, rounds=5, backend="ray", shards=4)
-model = ShardedLearningModel(config, 0).run()
-print(len(set(model.run_.nodes())))
-model.close()
+config = LearningConfig(game="pricing", agents=4100, rounds=2, backend="ray", shards=4)
+for _ in range(20):
+    model = LearningModel(config, 0).run()
+    print(sorted(model.placement().values()))
+    model.close()
 """
 
 
@@ -111,7 +119,7 @@ def test_the_shards_are_spread_over_the_nodes(cluster, tmp_path):
     done = subprocess.run([sys.executable, "-c", SHARDS_ON_NODES, cluster], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "2"
+    assert done.stdout.strip().splitlines() == ["[2, 2]"] * 20  # hard affinity, 20 of 20
 
 
 def test_a_local_run_beside_a_ray_start_cluster_stays_local(tmp_path):

@@ -200,6 +200,26 @@ def test_sar_bandit_cost_is_the_simulated_exposure():
     assert np.all(draws[:, 7:] == 0.0)
 
 
+def test_sar_bandit_cost_as_the_engine_draws_it():
+    """The engine's realized SAR cost (each user's place among the participants and its
+    uniforms, drawn from its own block stream): a participant pays 1 when exposed, less the
+    tolerated risk ``1/K^2``; its mean is eq (32)'s exposure for the count (strong attacker,
+    within 3 SE over 40,000 rounds x 7 participants); a user who stays out pays 0."""
+    from privgames.mechanisms import sar
+
+    model = LearningModel(LearningConfig(game="sar", agents=10, p=0.3, attacker="strong",
+                                         learner="exp3", rounds=2), seed=9)
+    s = slice_of(model)
+    values = np.array([1.0] * 7 + [0.0] * 3)
+    totals = combine([s._profile_partials(values)])
+    draws = s._realized(values, None, totals, s.release_stream, s.common, 40000)
+    exposed = draws[:, :7] + 1 / 100
+    assert set(np.unique(exposed).round(12)) <= {0.0, 1.0}
+    rate, want = exposed.mean(), sar.failure_probability(7, 0.3, "strong")
+    assert abs(rate - want) <= 3 * math.sqrt(want * (1 - want) / 40000) * math.sqrt(7)
+    assert np.all(draws[:, 7:] == 0.0)
+
+
 def test_outcome_tells_convergence_from_cycling():
     """SAR participation under best response: everyone leaves, everyone returns -- the last
     iterate alternates between two profiles (cycles); BAS under best response settles at its
@@ -440,7 +460,9 @@ def test_bayes_bne_is_a_best_response_of_the_grid_game():
     bne = s.references["bne"]
     interim = _interim(s, bne)
     own = interim[np.arange(s.rows), bne.astype(int)]
-    assert np.max((own - interim.min(axis=1)) / np.abs(own)) <= 2e-3
+    gain = np.max((own - interim.min(axis=1)) / np.abs(own))
+    assert gain <= 2e-3
+    assert model.predicted()["nash_gaps_relative"]["bne"] == pytest.approx(gain, abs=1e-12)
     assert model.predicted()["optimum"] == pytest.approx(expected_social_cost(
         s.rules.bayes, s.rules.design["target"]))
 

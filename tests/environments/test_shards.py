@@ -178,20 +178,44 @@ def test_a_bayes_clients_rows_are_read_from_the_shard_that_owns_them():
         model.view(2 * AGENTS)
 
 
-@pytest.mark.parametrize("game", ["bas", "bas-sequential", "sar", "ppsp", "pricing",
-                                  "pricing-bayes"])
-@pytest.mark.parametrize("learner", ["hedge", "exp3", "regret_matching", "best_response"])
-def test_in_process_any_shard_count_gives_equal_numbers(game, learner):
-    """One engine: in process, one shard or three give equal rows, summary numbers
-    (outcome, predictions) and last iterates (``==``, not close)."""
-    runs = []
-    for shards in (1, 3):
-        model = _model(shards, True, game=game, learner=learner, rounds=4,
-                       **({"grid_points": 7} if game == "bas-sequential" else {}))
-        model.run()
-        runs.append((model.results(), model.outcome(), model.predicted(), model.last_iterate()))
-    pd.testing.assert_frame_equal(runs[1][0], runs[0][0], check_exact=True)
-    assert runs[1][1:3] == runs[0][1:3] and np.array_equal(runs[1][3], runs[0][3])
+ENGINE_GAMES = ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes")
+ENGINE_LEARNERS = ("hedge", "exp3", "regret_matching", "best_response")
+
+
+def _engine_run(shards: int, in_process: bool, game: str, learner: str) -> tuple:
+    """One population's rows, summary numbers (outcome, predictions) and last iterate."""
+    model = _model(shards, in_process, game=game, learner=learner, rounds=4,
+                   **({"grid_points": 7} if game == "bas-sequential" else {}))
+    model.run()
+    out = (model.results(), model.outcome(), model.predicted(), model.last_iterate())
+    model.close()
+    return out
+
+
+def _assert_equal_runs(runs: list[tuple]) -> None:
+    for rows, outcome, predicted, last in runs[1:]:
+        pd.testing.assert_frame_equal(rows, runs[0][0], check_exact=True)
+        assert outcome == runs[0][1] and predicted == runs[0][2]
+        assert np.array_equal(last, runs[0][3])
+
+
+@pytest.mark.parametrize("game", ENGINE_GAMES)
+def test_in_process_any_shard_count_gives_equal_numbers(game):
+    """One engine: in process, one, two or three shards give equal rows, summary numbers
+    and last iterates (``==``, not close)."""
+    _assert_equal_runs([_engine_run(k, True, game, "hedge") for k in (1, 2, 3)])
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("game", ENGINE_GAMES)
+@pytest.mark.parametrize("learner", ENGINE_LEARNERS)
+def test_in_process_equals_ray_at_any_shard_count(ray_session, game, learner):
+    """One engine: ``backend=vectorized`` (one shard in this process) equals ``backend=ray``
+    with 1, 2 and 3 shard actors: rows, summary numbers and last iterates, with ``==``."""
+    runs = [_engine_run(1, True, game, learner)]
+    runs += [_engine_run(k, False, game, learner) for k in (1, 2, 3)]
+    _assert_equal_runs(runs)
+    assert runs[0][0]["max_average_regret"].notna().all()
 
 
 def test_the_shards_play_the_sequential_bas_game():
@@ -260,34 +284,6 @@ def test_a_first_user_with_the_top_preference_changes_places():
         assert piece.beta[0] < piece.beta.max()
         swapped += drawn[0] == drawn.max()
     assert swapped >= 2  # the case under test came up
-
-
-@pytest.mark.ray
-@pytest.mark.parametrize("game, learner, kw", [
-    ("pricing", "hedge", {"aggregation": "mle"}), ("pricing", "exp3", {"aggregation": "mean"}),
-    ("bas", "hedge", {}), ("bas", "exp3", {}), ("sar", "regret_matching", {}),
-    ("sar", "exp3", {"attacker": "strong", "p": 0.3}), ("ppsp", "fictitious", {}),
-    ("ppsp", "exp3", {}), ("pricing-bayes", "hedge", {"aggregation": "mle", "pricing": True}),
-    ("pricing-bayes", "exp3", {"aggregation": "mean"}),
-    ("bas-sequential", "hedge", {"grid_points": 9}),
-    ("bas-sequential", "exp3", {"grid_points": 9})])
-def test_any_shard_count_gives_the_same_rows(ray_session, game, learner, kw):
-    """One engine: every game in process with one shard, and two (uneven) or three Ray
-    actors: equal rows, outcomes, predictions and last iterates, not close ones (full and
-    bandit feedback)."""
-    runs = []
-    rounds = 8 if game == "pricing-bayes" else 25  # its interim measurements cost more
-    for shards, in_process in ((1, True), (2, False), (3, False)):
-        model = _model(shards, in_process, game=game, learner=learner, rounds=rounds, **kw)
-        model.run()
-        runs.append((model.results(), model.outcome(), model.predicted(),
-                     model.last_iterate()))
-        model.close()
-    for rows, outcome, predicted, last in runs[1:]:
-        pd.testing.assert_frame_equal(rows, runs[0][0], check_exact=True)
-        assert outcome == runs[0][1] and predicted == runs[0][2]
-        assert np.array_equal(last, runs[0][3])
-    assert len(runs[0][0]) == rounds and runs[0][0]["max_average_regret"].notna().all()
 
 
 @pytest.mark.ray

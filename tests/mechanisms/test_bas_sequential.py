@@ -100,8 +100,10 @@ def test_learners_play_the_sequential_game_and_the_report_is_consistent(learner)
     called converged; the leader's distance to Theorem 1 is part of the distance."""
     model = LearningModel(LearningConfig(game="bas-sequential", learner=learner, agents=4,
                                          rounds=300, grid_points=9), 3).run()
-    g, v = model.game, model.last_iterate()
+    c = model.config
+    g, v = BASSequentialGame(model.types()["beta"], c.d, c.grid_points), model.last_iterate()
     rows, _ = g.path(v)
+    assert np.array_equal(rows, model.path_rows())
     gains = []
     for r in rows:
         k, s = _row_user_state(g, r)
