@@ -53,6 +53,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privgames.mechanisms.compiled import compiled
 from privgames.mechanisms.validation import (
     ConfigError,
     check_choice,
@@ -194,7 +195,7 @@ class GridLearner(ABC):
         """:meth:`act` with the agents' uniforms given (``(n,)``; a population split over
         shards draws them by blocks of agents, :mod:`privgames.environments.shards`)."""
         p = self.drawn_from = self.probabilities()
-        self.last = np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), self.m - 1)
+        self.last = _draw(p, u)
         return self.grid[self.last]
 
     def observe(self, feedback: ArrayLike, active: NDArray | None = None) -> None:
@@ -209,10 +210,7 @@ class GridLearner(ABC):
             if c.shape != (self.agents, self.m):
                 raise ConfigError(f"full-information feedback must have shape ({self.agents}, "
                                   f"{self.m}), got {c.shape}")
-            finite = np.where(np.isnan(c), np.inf, c)
-            shifted = finite - finite.min(axis=1, keepdims=True)
-            mapped = np.minimum(shifted / self.span[:, None], 1.0)
-            self._update(np.where(active[:, None], mapped, 0.0), active)
+            self._update(_map_full(np.ascontiguousarray(c), self.span, active), active)
         else:
             if c.shape != (self.agents,):
                 raise ConfigError(f"bandit feedback must be one realized cost per agent, "
@@ -259,9 +257,59 @@ def _per_agent(name: str, value: ArrayLike, n: int, positive: bool = True) -> ND
     return v
 
 
+@compiled
 def _softmin(cumulative: NDArray, eta: float) -> NDArray:
-    w = np.exp(-eta * (cumulative - cumulative.min(axis=1, keepdims=True)))
-    return w / w.sum(axis=1, keepdims=True)
+    """Each row's ``exp(-eta (L - min L))``, normalised: exponential weights in one pass."""
+    n, m = cumulative.shape
+    p = np.empty((n, m))
+    for i in range(n):
+        low = cumulative[i, 0]
+        for j in range(1, m):
+            low = min(low, cumulative[i, j])
+        total = 0.0
+        for j in range(m):
+            p[i, j] = np.exp(-eta * (cumulative[i, j] - low))
+            total += p[i, j]
+        for j in range(m):
+            p[i, j] /= total
+    return p
+
+
+@compiled
+def _draw(p: NDArray, u: NDArray) -> NDArray:
+    """Each row's action index drawn with its uniform ``u``: the number of actions whose
+    cumulative probability is below ``u`` (the last action at most)."""
+    n, m = p.shape
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        cumulative, k = 0.0, 0
+        for j in range(m):
+            cumulative += p[i, j]
+            if cumulative < u[i]:
+                k += 1
+        out[i] = min(k, m - 1)
+    return out
+
+
+@compiled
+def _map_full(costs: NDArray, span: NDArray, active: NDArray) -> NDArray:
+    """Full-information costs in ``[0, 1]``: each row less its smallest (NaN counts as
+    ``inf``), over its span, capped at 1; 0 for a row that did not play."""
+    n, m = costs.shape
+    out = np.zeros((n, m))
+    for i in range(n):
+        if not active[i]:
+            continue
+        low = np.inf
+        for j in range(m):
+            c = costs[i, j]
+            if c == c and c < low:
+                low = c
+        for j in range(m):
+            c = costs[i, j]
+            x = ((np.inf if c != c else c) - low) / span[i]
+            out[i, j] = 1.0 if x > 1.0 else x
+    return out
 
 
 def _step(name: str, eta: float | None, default: float) -> float:

@@ -49,8 +49,9 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from privgames.agents.learners import SPSA, GridLearner, make_grid_learner, start_actions
+from privgames.agents.learners import SPSA, make_grid_learner, start_actions
 from privgames.environments.config import ConfigError
+from privgames.environments.learning_measures import RegretSums
 from privgames.environments.shards import (
     BLOCK,
     BlockStreams,
@@ -100,78 +101,6 @@ from privgames.mechanisms.pricing_bayes import BinaryGame
 TYPES, ACT, RELEASE, SCALES, START, COMMON, ROUND_TYPES = range(7)
 #: Rounds of realized costs at the grid's middle that set the bandit learners' ranges.
 SCALE_DRAWS = 64
-
-
-def learner_units(costs: NDArray, own: NDArray, full: bool, span: NDArray, low: NDArray,
-                  high: NDArray, on: NDArray | None = None) -> tuple[NDArray, NDArray, bool]:
-    """Costs as the learner sees them, in its units: full information capped at the row's
-    smallest plus the span, over the span; bandit clipped to the range, over it; 0 for an
-    agent not ``on`` this round (its regret is unchanged). Also whether the cost some agent
-    on played (``own``) was capped or clipped (an infinite one included)."""
-    if full:
-        floor = costs.min(axis=1, keepdims=True)
-        raw = [(x - floor) / span[:, None] for x in (costs, own)]
-    else:
-        raw = [(x - low[:, None]) / (high - low)[:, None] for x in (costs, own)]
-    on = np.ones((costs.shape[0], 1), dtype=bool) if on is None else on[:, None]
-    with np.errstate(invalid="ignore"):
-        capped = bool(np.any(on & ~((raw[1] >= 0.0) & (raw[1] <= 1.0))))
-    return (*(np.where(on, np.clip(x, 0.0, 1.0), 0.0) for x in raw), capped)
-
-
-def expected_under(p: NDArray, costs: NDArray) -> NDArray:
-    """Each agent's expected cost under its mixed strategy (an infinite cost weighs only
-    where it is played with positive probability)."""
-    with np.errstate(invalid="ignore"):
-        return np.where(p > 0, p * costs, 0.0).sum(axis=1)
-
-
-class RegretSums:
-    """The analyst's running sums over rounds, per agent, in the learner's capped units
-    (``"learner"``, where the bounds hold) and the game's own (``"game"``): each grid action's
-    cost, the played action's, and the learner's expected cost under the strategy it drew
-    from (each shard keeps one for its rows)."""
-
-    UNITS = ("learner", "game")
-
-    def __init__(self, n: int, m: int, full: bool, span: NDArray, low: NDArray,
-                 high: NDArray) -> None:
-        self.full, self.span, self.low, self.high = full, span, low, high
-        self.grid = {u: np.zeros((n, m)) for u in self.UNITS}
-        self.played = {u: np.zeros(n) for u in self.UNITS}
-        self.mixed = {u: np.zeros(n) for u in self.UNITS}
-
-    def add(self, costs: NDArray, own: NDArray, learner: GridLearner,
-            on: NDArray | None = None) -> tuple[bool, bool]:
-        """One round: every grid action's expected cost ``(n, m)``, the played one's ``(n,
-        1)``, the learner (the strategies it drew from; SPSA plays its point), the agents that
-        played (``None``: all). Returns whether some played cost was capped into the
-        learner's units, and whether one was infinite."""
-        drawn_from = None if isinstance(learner, SPSA) else learner.drawn_from
-        bounded, own_bounded, capped = learner_units(costs, own, self.full, self.span,
-                                                     self.low, self.high, on)
-        on = np.ones(costs.shape[0], dtype=bool) if on is None else on
-        own_game = np.where(on, own[:, 0], 0.0)
-        for units, grid_costs, played in (("learner", bounded, own_bounded[:, 0]),
-                                          ("game", np.where(on[:, None], costs, 0.0),
-                                           own_game)):
-            self.grid[units] += grid_costs
-            self.played[units] += played
-            self.mixed[units] += (played if drawn_from is None
-                                  else expected_under(drawn_from, grid_costs))
-        return capped, bool(np.any(on & np.isinf(own[:, 0])))
-
-    def regrets(self, units: str = "learner") -> NDArray:
-        """Each agent's total external regret: its expected cost minus its best fixed
-        action's (``inf`` in the game's units once play met an infinite cost that a fixed
-        action avoids)."""
-        return deviation_gain(self.mixed[units], self.grid[units].min(axis=1))
-
-    def cce_gains(self, units: str = "learner") -> NDArray:
-        """Each agent's total gain from deviating to its best fixed action from the realized
-        play (the CCE gap's, before averaging)."""
-        return deviation_gain(self.played[units], self.grid[units].min(axis=1))
-
 
 
 @dataclass(frozen=True)
@@ -404,23 +333,19 @@ class GameSlice:
         feedback = costs if self.full else self._realized(v, self.draws, totals,
                                                           self.release_stream, self.common, None)
         self.learner.observe(feedback, self.active)
-        own = self._costs(v, totals, v[:, None])
-        capped, infinite = self.sums.add(costs, own, self.learner, self.active)
+        own = self._costs(v, totals, v[:, None])[:, 0]
+        drawn_from = None if isinstance(self.learner, SPSA) else self.learner.drawn_from
+        sums = self.sums.add(costs, own, drawn_from, self.active)
         mode = self.learner.current()
         changed = not np.array_equal(mode, self.mode)
         self.mode = mode
         partials = self._profile_partials(mode, prefix="mode_")
-        partials.sums["social"] = self._social_sums(v, totals, own[:, 0])
+        partials.sums["social"] = self._social_sums(v, totals, own)
         partials.sums["mode_hash"] = block_hashes(self._by_agent(mode))
         distance = self._distance_partials(mode)
         partials.sums.update(distance.sums)
-        s = self.sums
-        partials.maxima.update({
-            "regret": float(s.regrets().max()), "cce": float(s.cce_gains().max()),
-            "regret_game": float(s.regrets("game").max()),
-            "cce_game": float(s.cce_gains("game").max()),
-            "capped": float(capped), "infinite": float(infinite), "changed": float(changed),
-            **distance.maxima})
+        partials.maxima.update({**{k: float(x) for k, x in sums.items()},
+                                "changed": float(changed), **distance.maxima})
         return partials
 
     def _profile(self, which: str) -> NDArray:

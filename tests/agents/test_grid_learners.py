@@ -208,3 +208,25 @@ def test_full_information_learners_find_a_clearly_best_action(kind):
     regret = _expected_regret(learner, costs)
     assert regret.max() / T < 0.04
     assert np.all(learner.probabilities()[:, 2] > 0.9)
+
+
+def test_the_compiled_kernels_are_their_written_out_forms():
+    """Exponential weights, the draw from a mixed strategy and the full-information units,
+    each against numpy on random rows (a NaN and an infinite cost among them)."""
+    from privgames.agents.learners import _draw, _map_full, _softmin
+
+    rng = np.random.default_rng(2)
+    cumulative = rng.normal(0.0, 5.0, (50, 9))
+    w = np.exp(-0.3 * (cumulative - cumulative.min(axis=1, keepdims=True)))
+    p = _softmin(cumulative, 0.3)
+    np.testing.assert_allclose(p, w / w.sum(axis=1, keepdims=True), rtol=1e-13)
+    u = rng.random(50)
+    np.testing.assert_array_equal(
+        _draw(p, u), np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), 8))
+    costs = rng.normal(0.0, 1.0, (50, 9))
+    costs[3, 2], costs[5, 4] = np.nan, np.inf
+    span, active = rng.uniform(0.2, 1.0, 50), rng.random(50) > 0.3
+    finite = np.where(np.isnan(costs), np.inf, costs)
+    want = np.minimum((finite - finite.min(axis=1, keepdims=True)) / span[:, None], 1.0)
+    np.testing.assert_array_equal(_map_full(costs, span, active),
+                                  np.where(active[:, None], want, 0.0))

@@ -268,3 +268,59 @@ def test_regret_is_recomputed_from_the_strategies_played():
         fixed += capped
     want = (expected - fixed.min(axis=1)) / config.rounds
     assert model.max_average_regret() == pytest.approx(want.max(), rel=1e-12)
+
+
+# --- the compiled sums against their written-out form -------------------------------------------
+def _written_out_round(sums, costs, own, p, on, full, span, low, high):
+    """One round of the sums in numpy, as the module docstring states them."""
+    if full:
+        floor = costs.min(axis=1, keepdims=True)
+        raw = [(x - floor) / span[:, None] for x in (costs, own[:, None])]
+    else:
+        raw = [(x - low[:, None]) / (high - low)[:, None] for x in (costs, own[:, None])]
+    with np.errstate(invalid="ignore"):
+        capped = bool(np.any(on[:, None] & ~((raw[1] >= 0.0) & (raw[1] <= 1.0))))
+    units, own_units = (np.where(on[:, None], np.clip(x, 0.0, 1.0), 0.0) for x in raw)
+    game = np.where(on[:, None], costs, 0.0)
+    for k, (grid_costs, played) in enumerate(((units, own_units[:, 0]),
+                                              (game, np.where(on, own, 0.0)))):
+        sums["grid"][k] += grid_costs
+        sums["played"][k] += played
+        with np.errstate(invalid="ignore"):
+            sums["mixed"][k] += np.where(p > 0, p * grid_costs, 0.0).sum(axis=1)
+    best = {k: sums["grid"][k].min(axis=1) for k in (0, 1)}
+
+    def gap(total, k):
+        with np.errstate(invalid="ignore"):
+            return float(np.max(np.where(np.isinf(total) & np.isinf(best[k]), 0.0,
+                                         total - best[k])))
+
+    return {"capped": capped, "infinite": bool(np.any(on & np.isinf(own))),
+            "regret": gap(sums["mixed"][0], 0), "cce": gap(sums["played"][0], 0),
+            "regret_game": gap(sums["mixed"][1], 1), "cce_game": gap(sums["played"][1], 1)}
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_the_compiled_sums_are_the_written_out_ones(full):
+    """Ten rounds of random costs (some infinite), strategies with zeros and agents that sit
+    out: the compiled pass gives the written-out sums and maxima (sums to 1e-12)."""
+    from privgames.environments.learning_measures import RegretSums
+
+    rng = np.random.default_rng(4)
+    n, m = 40, 7
+    span, low = rng.uniform(0.5, 2.0, n), rng.uniform(-1.0, 0.0, n)
+    high = low + rng.uniform(0.5, 3.0, n)
+    sums = RegretSums(n, m, full, span, low, high)
+    want = {"grid": np.zeros((2, n, m)), "played": np.zeros((2, n)), "mixed": np.zeros((2, n))}
+    for _ in range(10):
+        costs = rng.normal(0.0, 2.0, (n, m))
+        costs[rng.random((n, m)) < 0.02] = np.inf
+        own = costs[np.arange(n), rng.integers(0, m, n)]
+        p = rng.dirichlet(np.ones(m), n) * (rng.random((n, m)) > 0.2)
+        p /= np.maximum(p.sum(axis=1, keepdims=True), 1e-300)
+        on = rng.random(n) > 0.3
+        got = sums.add(costs, own, p, on)
+        expected = _written_out_round(want, costs, own, p, on, full, span, low, high)
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-12)
+        for name in want:
+            np.testing.assert_allclose(getattr(sums, name), want[name], rtol=1e-12, atol=1e-12)
