@@ -10,14 +10,15 @@ from typing import Any
 
 def compiled(function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` compiled by numba (``nopython``, no fast-math: IEEE results, the same bits
-    on every machine) on its first call. numba is imported then, not when the module is, and
+    on every machine; numpy's error model: ``x / 0`` is ``inf``, not an exception) on its
+    first call. numba is imported then, not when the module is, and
     the machine code is cached on disk beside the module."""
 
     @cache
     def build() -> Callable[..., Any]:
         from numba import njit
 
-        return njit(cache=True, nogil=True)(function)
+        return njit(cache=True, nogil=True, error_model="numpy")(function)
 
     @wraps(function)
     def call(*args: Any) -> Any:

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privgames.mechanisms import chain, ppsp, pricing, sar
+from privgames.mechanisms.compiled import compiled
 from privgames.mechanisms.pricing_bayes import (
     CASES,
     TRUTHFUL,
@@ -283,10 +284,25 @@ def bas_costs(v: NDArray, total: float, upstream: NDArray, alpha: NDArray,
     """:meth:`BASGame.costs` of the agents ``v`` from the profile's total and each agent's
     upstream variance (the sum of those before it), so that a shard of the chain computes
     them: ``C_k = (total - v_k) + x + alpha_k (upstream_k + x)^(-1/2)`` for each candidate
-    ``x`` (eq 14)."""
-    with np.errstate(divide="ignore"):
-        privacy = alpha[:, None] / np.sqrt(upstream[:, None] + candidates)
-    return (total - v)[:, None] + candidates + np.where(alpha[:, None] > 0, privacy, 0.0)
+    ``x`` (eq 14; ``candidates`` ``(1, m)`` for every agent or ``(n, k)`` per agent; the
+    privacy term is 0 where ``alpha_k = 0``), in one compiled pass."""
+    return _bas_costs(np.asarray(v, dtype=float), float(total),
+                      np.asarray(upstream, dtype=float), np.asarray(alpha, dtype=float),
+                      np.atleast_2d(np.asarray(candidates, dtype=float)))
+
+
+@compiled
+def _bas_costs(v, total, upstream, alpha, candidates):
+    n, k = v.size, candidates.shape[1]
+    shared = candidates.shape[0] == 1
+    out = np.empty((n, k))
+    for i in range(n):
+        row = 0 if shared else i
+        for j in range(k):
+            x = candidates[row, j]
+            privacy = alpha[i] / np.sqrt(upstream[i] + x) if alpha[i] > 0 else 0.0
+            out[i, j] = (total - v[i]) + x + privacy
+    return out
 
 
 def bas_realized(own: NDArray, total: ArrayLike, chisquare: ArrayLike, d: int) -> NDArray:
@@ -551,29 +567,32 @@ class BayesRules:
         reward are linear in the others' sums, so their averages are taken first."""
         g, mech = self.bayes, self.mechanism
         p = np.asarray(p, dtype=float) / np.sum(p)
-        ca, cs = self.decode(candidates)
-        wc = self.weight[ca]
-        own_v = (wc * cs) ** 2
-        accuracy, out = np.zeros(cs.shape), np.empty(cs.shape)
-        chunk = max(1, (1 << 16) // cs.shape[1])  # rows at once
-        for r0 in range(0, cs.shape[0], chunk):
-            r = slice(r0, r0 + chunk)
-            others = totals[:, :, None] - self.parts[:, actions[:, client[r]]]  # (4, S, rows)
-            reported_l = np.rint(others[3]).astype(int)
-            l_joins, l_stays, squares = (np.zeros(others.shape[2]) for _ in range(3))
-            for s in range(p.size):  # elementwise over rows: the same floats in any chunk
-                l_joins += p[s] * g.all_counts[reported_l[s] + 1]
-                l_stays += p[s] * g.all_counts[reported_l[s]]
-                squares += p[s] * others[2, s]
-                d2 = (own_v[r] + others[1, s][:, None]) / np.square(wc[r] + others[0, s][:, None])
-                accuracy[r] += p[s] * (np.sqrt(d2) + d2 / (2.0 * g.L_F))
-            penalty = np.asarray(mech.beta)[ca[r]] * (((g.N - 1) / g.N) ** 2 * cs[r] ** 2
-                                                     + squares[:, None] / g.N**2)
-            count = np.where(ca[r] == 0, l_joins[:, None], l_stays[:, None])
-            alpha = g.alpha[row_type[r]][:, None]
-            out[r] = ((1.0 - alpha) * g.kappa * accuracy[r] + alpha * g.c * g.S / cs[r]
-                      + penalty - np.asarray(mech.reward)[ca[r]] * count - mech.q)
-        return out
+        index = np.asarray(candidates).astype(np.int64)
+        ca, cs = self.decode(index)
+        # A row's others' sums in profile s depend only on its client's action a there: the
+        # accuracy term of each (s, a, candidate), and the reports of L and the squares of
+        # each (s, a), are tables; each row then sums its profiles' entries (compiled).
+        others = totals[:, :, None] - self.parts[:, None, :]  # (4, S, actions)
+        last = len(g.all_counts) - 1  # (s, a) that no row meets may fall outside: clipped
+        reported_l = np.clip(np.rint(others[3]).astype(np.int64), 0, last)
+        wk, sk = self.decode(self.grid)
+        w_all = self.weight[wk]
+        with np.errstate(divide="ignore", invalid="ignore"):  # at (s, a) no row meets
+            d2 = (((w_all * sk) ** 2)[None, None, :] + others[1][:, :, None]) / np.square(
+                w_all[None, None, :] + others[0][:, :, None])  # (S, own action, candidate)
+            accuracy_table = np.sqrt(d2) + d2 / (2.0 * g.L_F)
+        accuracy, l_joins, l_stays, squares = _interim_sums(
+            accuracy_table, np.asarray(g.all_counts, dtype=float)[np.minimum(reported_l + 1,
+                                                                             last)],
+            np.asarray(g.all_counts, dtype=float)[reported_l], np.ascontiguousarray(others[2]),
+            p, np.ascontiguousarray(actions, dtype=np.int64),
+            np.asarray(client, dtype=np.int64), np.ascontiguousarray(index))
+        penalty = np.asarray(mech.beta)[ca] * (((g.N - 1) / g.N) ** 2 * cs**2
+                                               + squares[:, None] / g.N**2)
+        count = np.where(ca == 0, l_joins[:, None], l_stays[:, None])
+        alpha = g.alpha[row_type][:, None]
+        return ((1.0 - alpha) * g.kappa * accuracy + alpha * g.c * g.S / cs
+                + penalty - np.asarray(mech.reward)[ca] * count - mech.q)
 
     def realized(self, t: NDArray, a: NDArray, s: NDArray, noise: NDArray, w_noise: float,
                  w: float, noise_sum: float, reported_l: int) -> NDArray:
@@ -602,3 +621,33 @@ class BayesRules:
     def optimum(self) -> float:
         """The exact expected social cost at the type-contingent optimum."""
         return expected_social_cost(self.bayes, self.design["target"])
+
+
+@compiled
+def _interim_sums(accuracy, joins, stays, squares, p, actions, client, candidates):
+    """:meth:`BayesRules.interim`'s sums over the profiles, per row: each profile's entry of
+    its client's action there (``actions[s, client]``), weighted by ``p[s]``, in profile
+    order: the accuracy term of each candidate, the rewards' counts (an L report joining or
+    not) and the others' squared noise."""
+    rows, k = candidates.shape
+    out = np.zeros((rows, k))
+    l_joins, l_stays, sq = np.zeros(rows), np.zeros(rows), np.zeros(rows)
+    for r in range(rows):
+        c = client[r]
+        whole = k == accuracy.shape[2]  # every action, in order: contiguous rows of the table
+        for j in range(k):
+            whole = whole and candidates[r, j] == j
+        acc = out[r]
+        for s in range(p.size):
+            a = actions[s, c]
+            l_joins[r] += p[s] * joins[s, a]
+            l_stays[r] += p[s] * stays[s, a]
+            sq[r] += p[s] * squares[s, a]
+            entry = accuracy[s, a]
+            if whole:
+                for j in range(k):
+                    acc[j] += p[s] * entry[j]
+            else:
+                for j in range(k):
+                    acc[j] += p[s] * entry[candidates[r, j]]
+    return out, l_joins, l_stays, sq
