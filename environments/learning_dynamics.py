@@ -162,21 +162,21 @@ class LearningConfig:
         """The shards' arrays (about nine ``agents x grid`` float arrays; under incomplete
         information twice the rows and actions and the analyst's type profiles, a byte each;
         in the sequential chain a row per state): all of them in this process, the largest
-        shard's on Ray; with ``history``, the driver's ``rounds x agents``. Work: a few
-        ``agents x grid`` passes a round and a round's fixed Python cost (:data:`ROUND_OPS`
-        a shard)."""
+        shard's on Ray (the driver's beside them); with ``history``, the driver's ``rounds x
+        agents``. Work: a few ``agents x grid`` passes a round and a round's fixed Python
+        cost (:data:`ROUND_OPS` a shard)."""
         shards = 1 if self.shards == "auto" else self.shards
         bayes = self.game == "pricing-bayes"
-        held = float(-(-self.agents // shards)) if self.backend == "ray" else float(self.agents)
+        held = -(-self.agents // shards) if self.backend == "ray" else self.agents
         per_agent = self.grid_points * (4 if bayes else self.grid_points
                                         if self.game == "bas-sequential" else 1)
-        arrays = 90.0 * held * per_agent + (600.0 + (300.0 if bayes else 0.0)) * held
+        arrays = (90.0 * per_agent + 600.0 + (300.0 if bayes else 0.0)) * held
         history = 8.0 * self.rounds * self.agents if self.history else 0.0
         passes = 9.0 if bayes else 3.0 if self.game == "bas-sequential" else 1.0
         work = ((30.0 * passes * self.agents * per_agent + ROUND_OPS * shards)
                 * self.rounds * self.starts)
-        return Footprint(max(arrays, history) if self.backend == "ray" else arrays + history,
-                         work, "rounds" if history > arrays else "agents")
+        return Footprint.of(self, [(("agents", "grid_points"), arrays),
+                                   (("agents", "rounds"), history)], work)
 
     def __post_init__(self) -> None:
         check_choice("game", self.game, GAMES)
@@ -347,6 +347,7 @@ class LearningModel(Environment):
             c.learner, self.grid, 1, c.rounds, c.resolved_feedback,
             start=start_actions(c.start, c.learner, self.grid.size, np.zeros(1)))
         self.state = DriverState(history=[] if c.history else None)
+        self._measure_iterate(r.total("iterate_partials"))
         self._saved_state = (0, copy.deepcopy(self.state))
         self._players = False
         if r.checkpoint_every and r.backend == "ray":
@@ -386,14 +387,9 @@ class LearningModel(Environment):
         """Round ``t``: act, combine, respond, combine, measure (when the iterate moved)."""
         r, s = self.run_, self.state
         out = r.total("respond", r.total("act"))
-        if out["changed"] or not s.of_iterate:
-            s.mode_totals = {k: v for k, v in out.items() if k.startswith("mode_")}
-            s.of_iterate = r.total("measure", s.mode_totals)
-            if out["changed"]:
-                s.last_change = t
-        s.distances = {name: self.slice_.distance_from({**s.of_iterate, **out}, name,
-                                                       self.config)
-                       for name in self.reference_names}
+        if out["changed"]:
+            s.last_change = t
+        self._measure_iterate(out, again=bool(out["changed"]))
         s.hashes.append(out["mode_hash"])
         s.capped_rounds += int(out["capped"])
         s.infinite_cost_rounds += int(out["infinite"])
@@ -415,6 +411,17 @@ class LearningModel(Environment):
         if r.checkpoint_every and r.backend == "ray" and t % r.checkpoint_every == 0:
             r.checkpoint(t)
             self._saved_state = (t, copy.deepcopy(s))
+
+    def _measure_iterate(self, out: dict[str, Any], again: bool = True) -> None:
+        """The last iterate's measurements from its partials ``out`` (its aggregates, taken
+        anew when ``again``, and its distances to the references)."""
+        s = self.state
+        if again or not s.of_iterate:
+            s.mode_totals = {k: v for k, v in out.items() if k.startswith("mode_")}
+            s.of_iterate = self.run_.total("measure", s.mode_totals)
+        s.distances = {name: self.slice_.distance_from({**s.of_iterate, **out}, name,
+                                                       self.config)
+                       for name in self.reference_names}
 
     def results(self) -> pd.DataFrame:
         """Per round: the measurements, with a 1-based ``round``."""
@@ -478,7 +485,7 @@ class LearningModel(Environment):
     # --- the analyst's measurements ---------------------------------------------------------
     def distance(self) -> float:
         """Distance of the last iterate to the predicted profile (fraction of the grid)."""
-        return self.state.rows[-1]["distance"]
+        return self.state.distances[self.predicted_name]
 
     def nash_gap(self) -> float:
         """The last iterate's largest unilateral deviation gain (in units of the span)."""

@@ -339,13 +339,20 @@ class GameSlice:
         mode = self.learner.current()
         changed = not np.array_equal(mode, self.mode)
         self.mode = mode
-        partials = self._profile_partials(mode, prefix="mode_")
+        partials = self.iterate_partials()
         partials.sums["social"] = self._social_sums(v, totals, own)
         partials.sums["mode_hash"] = block_hashes(self._by_agent(mode))
-        distance = self._distance_partials(mode)
-        partials.sums.update(distance.sums)
         partials.maxima.update({**{k: float(x) for k, x in sums.items()},
-                                "changed": float(changed), **distance.maxima})
+                                "changed": float(changed)})
+        return partials
+
+    def iterate_partials(self) -> Partials:
+        """The last iterate's aggregates (names ``mode_``-prefixed) and its distances'
+        partials."""
+        partials = self._profile_partials(self.mode, prefix="mode_")
+        distance = self._distance_partials(self.mode)
+        partials.sums.update(distance.sums)
+        partials.maxima.update(distance.maxima)
         return partials
 
     def _profile(self, which: str) -> NDArray:

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privgames.mechanisms import chain
+from privgames.mechanisms.compiled import compiled
 from privgames.mechanisms.learning_games import (
     GridGame,
     _check_grid_points,
@@ -74,33 +75,54 @@ def compose(g: NDArray, f: NDArray) -> NDArray:
 def rest_maps(maps: NDArray, after: NDArray) -> tuple[NDArray, NDArray]:
     """For a run of followers with ``maps``, each one's map from the level it passes on to the
     chain's total (the followers after it, then ``after``), and the run's own map from the
-    level its first follower receives. A suffix scan (each map composed with the one ``step``
-    later, ``step`` doubling): ``log2`` of the run's length numpy passes, not a Python step per
-    follower; maps of integers compose exactly in any grouping."""
+    level its first follower receives: one compiled pass from the last follower back, each
+    map composed with the running one (maps of integers compose exactly)."""
+    return _rest_maps(np.ascontiguousarray(maps, dtype=np.int64),
+                      np.ascontiguousarray(after, dtype=np.int64))
+
+
+@compiled
+def _rest_maps(maps, after):
     n, m = maps.shape
-    suffix = maps.copy()  # suffix[k]: followers k, k + 1, ... composed
-    step = 1
-    while step < n:
-        suffix[:n - step] = compose(suffix[step:], suffix[:n - step])
-        step *= 2
-    tail = np.vstack([suffix[1:], identity_map(m)[None]])
-    rest = compose(np.broadcast_to(after, maps.shape), tail)
-    return rest, (compose(after, suffix[0]) if n else after)
+    top = m - 1
+    rest = np.empty((n, m), dtype=np.int64)
+    run = after.copy()
+    for k in range(n - 1, -1, -1):
+        rest[k] = run
+        composed = np.empty(m, dtype=np.int64)  # maps[k] first, then run (as compose)
+        for s in range(top):
+            u = maps[k, s]
+            composed[s] = run[u] if u < top else u + run[top]
+        composed[top] = maps[k, top] + run[top]
+        run = composed
+    return rest, run
 
 
 def chain_parts(rest: NDArray, alpha: NDArray, states: NDArray,
                 step: float) -> tuple[NDArray, NDArray]:
     """Eq (14)'s two terms for each user (its map to the total ``rest``, ``(users, m)``) at
     each received level ``states`` (``(k,)`` steps) and each action, ``(users, k, m)`` each:
-    the total variance and ``alpha (prefix)^(-1/2)``."""
+    the total variance (compiled: a table look-up below the top, the level plus the map's
+    constant from it on) and ``alpha (prefix)^(-1/2)``."""
     entering = states[:, None] + np.arange(rest.shape[1])[None, :]  # the prefix, in steps
-    total = np.where(entering < rest.shape[1] - 1,
-                     rest[:, np.minimum(entering, rest.shape[1] - 2)],
-                     entering + rest[:, -1:, None])
     a = alpha[:, None, None]
     with np.errstate(divide="ignore"):
         privacy = np.where(a > 0, a / np.sqrt(entering * step), 0.0)
-    return total * step, privacy
+    return _chain_totals(np.ascontiguousarray(rest, dtype=np.int64),
+                         np.asarray(states, dtype=np.int64), float(step)), privacy
+
+
+@compiled
+def _chain_totals(rest, states, step):
+    users, m = rest.shape
+    top = m - 1
+    out = np.empty((users, states.size, m))
+    for u in range(users):
+        for i in range(states.size):
+            for a in range(m):
+                e = states[i] + a
+                out[u, i, a] = float(rest[u, e] if e < top else e + rest[u, top]) * step
+    return out
 
 
 def chain_costs(rest: NDArray, alpha: NDArray, states: NDArray, step: float) -> NDArray:

@@ -241,8 +241,22 @@ def test_a_rare_type_gets_its_cost_scale(tmp_path, capsys):
     assert json.loads(out.out)["rounds"] == 30
 
 
+def test_learning_memory_grows_with_rounds_only_with_history(tmp_path, capsys):
+    """In process the driver keeps O(rounds) numbers: 10^9 rounds are refused for their work,
+    not their memory; with ``history=true`` (every round's actions) for their memory, naming
+    rounds."""
+    base = ["run", "learning-dynamics", "--set", "rounds=1000000000", "--workers", "0",
+            "--out", str(tmp_path)]
+    assert main(base) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "estimated work" in err[0] and "memory" not in err[0]
+    assert main([*base, "--set", "history=true"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("privgames: error: rounds=1000000000 needs about")
+
+
 @pytest.mark.parametrize("name, raised", [
-    ("learning-dynamics", "rounds=1000000000"), ("learning-dynamics", "grid_points=100000000"),
+    ("learning-dynamics", "grid_points=100000000"),
     ("learning-dynamics", "agents=100000000"), ("pricing-fl", "rounds=1000000000"),
     ("pricing-fl", "N=100000000"), ("budget-collusion", "users=1000000000"),
 ])

@@ -205,11 +205,14 @@ def test_the_learning_page_draws_the_sequential_chain_on_its_path():
     env = model.env
     figure = page.agents(env)
     learned, theory = (c.get_offsets()[:, 1] for c in figure.axes[0].collections[:2])
-    rows = env.game.path(env.last_iterate())[0]
-    np.testing.assert_array_equal(learned, np.searchsorted(env.game.grid,
-                                                           env.last_iterate()[rows]))
-    np.testing.assert_array_equal(theory, np.searchsorted(
-        env.game.grid, env.references["theorem1"][rows]))
+    from privgames.mechanisms.bas_sequential import BASSequentialGame
+
+    c = env.config
+    rows = BASSequentialGame(env.types()["beta"], c.d, c.grid_points).path(
+        env.last_iterate())[0]
+    np.testing.assert_array_equal(learned, np.searchsorted(env.grid, env.last_iterate()[rows]))
+    np.testing.assert_array_equal(theory, np.searchsorted(env.grid,
+                                                          env.reference("theorem1")[rows]))
     assert page.readings(env)["largest deviation gain (of own cost)"] == env.nash_gap_relative()
 
 
@@ -276,8 +279,14 @@ def test_at_a_thousand_agents_each_agent_stays_inspectable(route, size):
         client = int(np.argsort(env.alpha)[699])
         assert shown["client 700 by α: σ"] == env.sigma[client]
         assert shown["client 700 by α: α"] == np.sort(env.alpha)[699]
-    else:
+    else:  # a Mesa agent, read from its shard
         assert shown["agent 700: action"] == env.last_iterate()[699]
+        player = list(env.agents)[699]
+        assert shown["agent 700: action played"] == player.action
+        for name, value in player.private.items():
+            assert shown[f"agent 700: {name}"] == value == env.types()[name][699]
+        assert shown["agent 700: its cost"] == player.costs[
+            int(np.searchsorted(env.grid, player.action))]
     past = PageModel.of(page)(seed=2, agent=5000, **{**page.defaults(), size: 1000})
     assert any(label.startswith(("user at position 1000", "node at position 1000",
                                  "client 1000", "agent 1000"))
