@@ -62,6 +62,13 @@ TARGETS = [
      "10^6 agents x 200 rounds on 2 Ray shards: the driver's peak memory (MB)"),
     ("bench_shards", "long.shard_growth", "<", 1.05,
      "the same: a shard's memory after 200 rounds over after 20"),
+    *[("bench_learning", f"{size}{learner}.{game}.ratio_to_floor", ">=", 0.4,
+       f"`learning-dynamics` {game}, {learner}: a round at {agents} agents over one exp + ten "
+       "multiply passes (issue 41)")
+      for size, agents in (("", "10^4"), ("million.", "10^6"))
+      for learner in ("hedge", "exp3") for game in ("bas", "sar", "ppsp", "pricing")],
+    ("bench_learning", "million.hedge.pricing.round_s", "<", 0.5,
+     "`learning-dynamics` pricing, Hedge: a round at 10^6 clients in process (s)"),
     *[("bench_pages", f"redraw_s.{page}", "<", 0.3, f"page `{page}`: a 1,000-agent step "
        "redrawn (s)") for page in PAGES],
     *[("bench_pages", f"redraw_10000_s.{page}", "<", 1.0, f"page `{page}`: a 10,000-agent "

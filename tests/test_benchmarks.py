@@ -113,10 +113,11 @@ def test_results_table_judges_every_target(quick):
 def test_learning_benchmark(quick):
     report = quick["reports"]["bench_learning"]
     for learner in ("hedge", "exp3"):
-        for game in ("bas", "sar", "ppsp", "pricing", "pricing-bayes"):
+        for game in ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes"):
             figures = report[learner][game]
-            assert _finite(figures["round_s"], figures["ratio_to_exp"])
-            assert figures["round_s"] > 0
+            assert _finite(figures["round_s"], figures["floor_s"], figures["ratio_to_floor"])
+            assert figures["ratio_to_floor"] == pytest.approx(
+                figures["floor_s"] / figures["round_s"], rel=1e-12)
 
 
 def test_pages_benchmark(quick):

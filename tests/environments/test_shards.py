@@ -287,6 +287,17 @@ def test_a_first_user_with_the_top_preference_changes_places():
 
 
 @pytest.mark.ray
+def test_auto_shards_are_clamped_to_the_blocks(ray_session):
+    """``shards=auto`` at 10 agents is one shard (one block), not one per CPU that would fail
+    at run time; in process it is one."""
+    for backend in ("ray", "vectorized"):
+        model = LearningModel(LearningConfig(agents=10, rounds=2, backend=backend,
+                                             shards="auto"), 0).run()
+        assert len(model.run_.shards) == 1 and len(model.results()) == 2
+        model.close()
+
+
+@pytest.mark.ray
 def test_a_killed_shard_is_restored_and_the_run_is_unchanged(ray_session):
     reference = _model(2, False, checkpoint_every=10)
     reference.run()
