@@ -162,6 +162,30 @@ def test_a_page_shows_the_models_own_numbers_after_n_steps(server, page, route, 
     _not_blank(path)
 
 
+def test_one_of_a_thousand_learners_is_inspected_as_its_mesa_agent(server, page, shots):
+    """Issue 41: the learning page at 1,000 agents (the agents input's end) with the agent
+    input at its end (past the population: the last agent) shows that agent's view, read
+    from its shard (its type, the action it played, its iterate, the predicted action and its
+    cost), as the same model in this process reads it."""
+    spec = all_pages()["learning"]
+    _open(page, server, "learning")
+    _press(page, "agents", "End")
+    _press(page, "agent", "End")
+    _reset_and_step(page, 2)
+    page.wait_for_timeout(300)
+    params = spec.model_params()
+    model = PageModel.of(spec)(**{**spec.defaults(), "agents": params["agents"]["max"],
+                                  "agent": params["agent"]["max"]})
+    for _ in range(2):
+        model.step()
+    readings = {k: v for k, v in model.readings().items() if k.startswith("agent 1000:")}
+    assert {"agent 1000: beta", "agent 1000: action played", "agent 1000: its cost"} <= set(
+        readings)
+    for label, value in readings.items():
+        assert _shown(page, label) == format_reading(value), label
+    page.screenshot(path=shots / "page-learning-1000.png", full_page=True)
+
+
 def test_a_bad_value_shows_the_configs_message_and_nothing_crashes(server, page):
     _open(page, server, "bas")
     _press(page, "K", "Home")  # K = 2
