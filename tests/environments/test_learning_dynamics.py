@@ -220,6 +220,27 @@ def test_sar_bandit_cost_as_the_engine_draws_it():
     assert np.all(draws[:, 7:] == 0.0)
 
 
+def test_ppsp_bandit_cost_draws_the_estimators_squared_error():
+    """PPSP's realized cost as the engine draws it (one standard normal a round, shared): the
+    accuracy term ``gamma_a c_max^2 pi^2 n^2 / 3`` (Theorem 2's, written out) becomes that
+    times ``z^2``, so a node's realized cost averages to its expected cost and varies by
+    ``2 (accuracy)^2``, within 3 SE over 20,000 rounds; the other terms do not vary."""
+    model = LearningModel(LearningConfig(game="ppsp", learner="exp3", agents=6, rounds=2),
+                          seed=5)
+    s = slice_of(model)
+    values = model.grid[[3, 6, 9, 12, 15, 9]]
+    totals = combine([s._profile_partials(values)])
+    draws = s._realized(values, None, totals, s.release_stream, s.common, 20000)
+    own = s._costs(values, totals, values[:, None])[:, 0]
+    accuracy = model.types()["weights"][:, 1] * values.max() ** 2 * math.pi**2 * 6**2 / 3.0
+    se = np.sqrt(2.0) * accuracy / math.sqrt(20000)
+    assert np.all(np.abs(draws.mean(axis=0) - own) <= 3 * se)
+    np.testing.assert_allclose(draws.std(axis=0), np.sqrt(2.0) * accuracy, rtol=0.05)
+    np.testing.assert_allclose(draws - draws[:, :1] * accuracy / accuracy[0],
+                               np.broadcast_to(own - own[0] * accuracy / accuracy[0],
+                                               draws.shape), rtol=1e-9, atol=1e-9)
+
+
 def test_outcome_tells_convergence_from_cycling():
     """SAR participation under best response: everyone leaves, everyone returns -- the last
     iterate alternates between two profiles (cycles); BAS under best response settles at its
