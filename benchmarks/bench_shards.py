@@ -4,7 +4,8 @@ in-process engine at the same size; then the long run, 10^6 agents x 200 rounds 
 (``--quick``: 3,000 x 30), with the shards' memory after a tenth of the rounds and at the end
 (it must not grow with the rounds), each round also against one numpy multiply over the
 round's ``agents x actions`` costs; and every game over 2 shards at 10^5 agents (pricing-bayes
-and bas-sequential at 10,240; ``--quick``: 2,048, two blocks) against the in-process engine
+and bas-sequential at 10,240; ``--quick``: bas and pricing at 2,048, two blocks) against one
+shard in process
 (``--games``: only that part); and the PPSP ring of 10^7 nodes (``--quick``: 20,000), 20
 steps, 20 replications, on 4 Ray shards (``--ring``: only that part): time, the driver's and
 each shard's peak memory, against the vectorized ring's estimate.
@@ -30,6 +31,9 @@ GAMES = ("bas", "sar", "ppsp", "pricing", "pricing-bayes", "bas-sequential")
 #: Games measured at fewer agents (a round of pricing-bayes measures 128 type profiles; the
 #: sequential chain has a learner row per user and state).
 GAME_AGENTS = {"pricing-bayes": 10_240, "bas-sequential": 10_240}
+#: The games of a smoke run (``--quick``; every game in process against 1-3 Ray shards is
+#: ``tests/environments/test_shards.py``'s).
+QUICK_GAMES = ("bas", "pricing")
 
 
 def one(agents: int, shards: int, rounds: int, probe: int, game: str = "pricing") -> dict:
@@ -131,8 +135,9 @@ def main() -> None:
         print(json.dumps(out))
         return
     fresh = not args.quick
+    games = QUICK_GAMES if args.quick else GAMES  # every game's shards: tests/environments
     out["games"] = [_in_fresh_process(2048 if args.quick else GAME_AGENTS.get(game, agents),
-                                      k, rounds, 2, game, fresh) for game in GAMES
+                                      k, rounds, 2, game, fresh) for game in games
                     for k in (0, 2)]
     if not args.games:
         out["table"] = [_in_fresh_process(n, k, rounds, 2, fresh=fresh) for n in sizes

@@ -107,7 +107,8 @@ def test_results_table_judges_every_target(quick):
     figures = dict(_cells(table, "| kernel."))
     rate = float(figures["kernel.clip_laplace_per_s"])
     floor = float(why["`apes-clip` at paper scale (s)"].split(" s on ")[0].split(": ")[-1])
-    assert floor == pytest.approx(8.19e9 / rate / os.cpu_count(), rel=0.01)
+    # printed in whole seconds: within half a second of the rate's floor
+    assert floor == pytest.approx(8.19e9 / rate / os.cpu_count(), rel=0.01, abs=0.5)
 
 
 def test_learning_benchmark(quick):
@@ -147,7 +148,6 @@ def test_shards_benchmark(quick):
     assert ring["sum_preserved"] and _finite(ring["seconds"], ring["driver_peak_rss_mb"])
     games = report["games"]
     assert {(r["game"], r["shards"]) for r in games} == {
-        (g, k) for g in ("bas", "sar", "ppsp", "pricing", "pricing-bayes", "bas-sequential")
-        for k in (0, 2)}
+        (g, k) for g in ("bas", "pricing") for k in (0, 2)}
     assert all(_finite(r["round_s"]) and (not r["shards"] or r["bytes_per_round"] > 0)
                for r in games)

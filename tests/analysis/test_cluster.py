@@ -106,9 +106,9 @@ ray = ensure_ray(address=sys.argv[1])
 started = time.monotonic()  # a loaded machine can miss a node's heartbeats for a moment
 while sum(node["Alive"] for node in ray.nodes()) < 2 and time.monotonic() - started < 60:
     time.sleep(0.5)
-config = LearningConfig(game="pricing", agents=4100, rounds=2, backend="ray", shards=4)
+config = LearningConfig(game="sar", agents=2049, rounds=2, backend="ray", shards=2)
 for _ in range(20):
-    model = LearningModel(config, 0).run()
+    model = LearningModel(config, 0)
     print(sorted(model.placement().values()))
     model.close()
 """
@@ -119,7 +119,7 @@ def test_the_shards_are_spread_over_the_nodes(cluster, tmp_path):
     done = subprocess.run([sys.executable, "-c", SHARDS_ON_NODES, cluster], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines() == ["[2, 2]"] * 20  # hard affinity, 20 of 20
+    assert done.stdout.strip().splitlines() == ["[1, 1]"] * 20  # hard affinity, 20 of 20
 
 
 def test_a_local_run_beside_a_ray_start_cluster_stays_local(tmp_path):

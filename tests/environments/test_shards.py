@@ -185,6 +185,7 @@ ENGINE_LEARNERS = ("hedge", "exp3", "regret_matching", "best_response")
 def _engine_run(shards: int, in_process: bool, game: str, learner: str) -> tuple:
     """One population's rows, summary numbers (outcome, predictions) and last iterate."""
     model = _model(shards, in_process, game=game, learner=learner, rounds=4,
+                   agents=2 * BLOCK + 1,  # three blocks, the last of one agent
                    **({"grid_points": 7} if game == "bas-sequential" else {}))
     model.run()
     out = (model.results(), model.outcome(), model.predicted(), model.last_iterate())
