@@ -418,10 +418,26 @@ def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray
     the ring computes them: each node's others' largest and smallest ``c``, then the cost."""
     high = np.where(v == largest[-1], largest[-2], largest[-1])  # the others' largest
     low = np.where(v == smallest[0], smallest[1], smallest[0])  # and smallest
-    w = weights[:, None, :]
-    return ppsp.tradeoff_cost(np.maximum(high[:, None], candidates),
-                              np.minimum(low[:, None], candidates), w[..., 0], w[..., 1],
-                              w[..., 2], *args)
+    n, K, delta, d = args  # ppsp.tradeoff_cost's three coefficients, then one compiled pass
+    coefficients = np.array([math.pi * n * math.sqrt(n / 6.0), math.pi**2 * n**2 / 3.0,
+                             ppsp.tradeoff_cost(0.0, 1.0, 0.0, 0.0, 1.0, *args)])
+    return _ppsp_costs(high, low, np.ascontiguousarray(weights, dtype=float), coefficients,
+                       np.atleast_2d(np.asarray(candidates, dtype=float)))
+
+
+@compiled
+def _ppsp_costs(high, low, weights, coefficients, candidates):
+    n, k = high.size, candidates.shape[1]
+    shared = candidates.shape[0] == 1
+    out = np.empty((n, k))
+    for i in range(n):
+        for j in range(k):
+            c = candidates[0 if shared else i, j]
+            c_max, c_min = max(high[i], c), min(low[i], c)
+            out[i, j] = (weights[i, 0] * c_max * coefficients[0]
+                         + weights[i, 1] * (c_max * c_max) * coefficients[1]
+                         + weights[i, 2] * coefficients[2] / c_min)
+    return out
 
 
 def ppsp_realized(own: NDArray, c_max: float, weights: NDArray, args: tuple,
