@@ -288,6 +288,33 @@ def test_a_first_user_with_the_top_preference_changes_places():
 
 
 @pytest.mark.ray
+def test_the_same_command_line_gives_the_same_summary_in_process_and_on_ray(ray_session,
+                                                                           tmp_path, capsys):
+    """Issue 41's command: one shard in process, three in process and three Ray actors give
+    the same summary (but for where the shards ran)."""
+    import json
+
+    from privgames.analysis.cli import main
+
+    base = ["run", "learning-dynamics", "--set", "game=bas", "--set", "learner=hedge",
+            "--set", "agents=3001", "--set", "rounds=40", "--seed", "7", "--json"]
+    summaries = []
+    for k, extra in enumerate((["--workers", "0"], ["--set", "shards=3", "--workers", "0"],
+                               ["--set", "backend=ray", "--set", "shards=3", "--workers",
+                                "1"])):
+        assert main([*base, *extra, "--out", str(tmp_path / str(k))]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        placement = summary.pop("placement")
+        assert sum(placement.values()) == 2 * (1 if k == 0 else 3)  # two populations
+        for run in (*summary["runs"], *summary["table"]):
+            assert run.pop("placement") == placement
+        summary["parameters"] = {key: v for key, v in summary["parameters"].items()
+                                 if key not in ("backend", "shards")}
+        summaries.append(summary)
+    assert summaries[0] == summaries[1] == summaries[2]
+
+
+@pytest.mark.ray
 def test_auto_shards_are_clamped_to_the_blocks(ray_session):
     """``shards=auto`` at 10 agents is one shard (one block), not one per CPU that would fail
     at run time; in process it is one."""
