@@ -155,6 +155,7 @@ class GridLearner(ABC):
             raise ConfigError("high must exceed low for every agent")
         self.last = np.zeros(self.agents, dtype=int)
         self.drawn_from: NDArray | None = None
+        self._mapped: NDArray | None = None
         self.start = None if start is None else _start_indices(start, self.agents, self.m)
 
     @property
@@ -194,9 +195,14 @@ class GridLearner(ABC):
     def act_with(self, u: NDArray | None) -> NDArray:
         """:meth:`act` with the agents' uniforms given (``(n,)``; a population split over
         shards draws them by blocks of agents, :mod:`privgames.environments.shards`)."""
-        p = self.drawn_from = self.probabilities()
+        p = self.drawn_from = self._drawn_strategies()
         self.last = _draw(p, u)
         return self.grid[self.last]
+
+    def _drawn_strategies(self) -> NDArray:
+        """The strategies this round's actions are drawn from (kept in :attr:`drawn_from`
+        until the next round)."""
+        return self.probabilities()
 
     def observe(self, feedback: ArrayLike, active: NDArray | None = None) -> None:
         """Update from the round's feedback: ``(n, m)`` costs (full information) or ``(n,)``
@@ -210,7 +216,10 @@ class GridLearner(ABC):
             if c.shape != (self.agents, self.m):
                 raise ConfigError(f"full-information feedback must have shape ({self.agents}, "
                                   f"{self.m}), got {c.shape}")
-            self._update(_map_full(np.ascontiguousarray(c), self.span, active), active)
+            if self._mapped is None:  # one (n, m) buffer for every round's units
+                self._mapped = np.empty((self.agents, self.m))
+            self._update(_map_full(np.ascontiguousarray(c), self.span, active, self._mapped),
+                         active)
         else:
             if c.shape != (self.agents,):
                 raise ConfigError(f"bandit feedback must be one realized cost per agent, "
@@ -257,11 +266,15 @@ def _per_agent(name: str, value: ArrayLike, n: int, positive: bool = True) -> ND
     return v
 
 
+def _softmin(cumulative: NDArray, eta: float, out: NDArray | None = None) -> NDArray:
+    """Each row's ``exp(-eta (L - min L))``, normalised: exponential weights in one compiled
+    pass (into ``out`` when given)."""
+    return _softmin_into(cumulative, eta, np.empty(cumulative.shape) if out is None else out)
+
+
 @compiled
-def _softmin(cumulative: NDArray, eta: float) -> NDArray:
-    """Each row's ``exp(-eta (L - min L))``, normalised: exponential weights in one pass."""
+def _softmin_into(cumulative: NDArray, eta: float, p: NDArray) -> NDArray:
     n, m = cumulative.shape
-    p = np.empty((n, m))
     for i in range(n):
         low = cumulative[i, 0]
         for j in range(1, m):
@@ -292,13 +305,14 @@ def _draw(p: NDArray, u: NDArray) -> NDArray:
 
 
 @compiled
-def _map_full(costs: NDArray, span: NDArray, active: NDArray) -> NDArray:
-    """Full-information costs in ``[0, 1]``: each row less its smallest (NaN counts as
-    ``inf``), over its span, capped at 1; 0 for a row that did not play."""
+def _map_full(costs: NDArray, span: NDArray, active: NDArray, out: NDArray) -> NDArray:
+    """Full-information costs in ``[0, 1]`` into ``out``: each row less its smallest (NaN
+    counts as ``inf``), over its span, capped at 1; 0 for a row that did not play."""
     n, m = costs.shape
-    out = np.zeros((n, m))
     for i in range(n):
         if not active[i]:
+            for j in range(m):
+                out[i, j] = 0.0
             continue
         low = np.inf
         for j in range(m):
@@ -333,6 +347,11 @@ class Hedge(GridLearner):
 
     def probabilities(self) -> NDArray:
         return _softmin(self.cumulative, self.eta)
+
+    def _drawn_strategies(self) -> NDArray:
+        if self.drawn_from is None:
+            self.drawn_from = np.empty((self.agents, self.m))
+        return _softmin(self.cumulative, self.eta, self.drawn_from)
 
     def mode(self) -> NDArray:
         return np.argmin(self.cumulative, axis=1)  # the weights fall with the cumulative cost
@@ -369,6 +388,11 @@ class EXP3(GridLearner):
 
     def probabilities(self) -> NDArray:
         return _softmin(self.estimates, self.eta)
+
+    def _drawn_strategies(self) -> NDArray:
+        if self.drawn_from is None:
+            self.drawn_from = np.empty((self.agents, self.m))
+        return _softmin(self.estimates, self.eta, self.drawn_from)
 
     def mode(self) -> NDArray:
         return np.argmin(self.estimates, axis=1)

@@ -228,5 +228,5 @@ def test_the_compiled_kernels_are_their_written_out_forms():
     span, active = rng.uniform(0.2, 1.0, 50), rng.random(50) > 0.3
     finite = np.where(np.isnan(costs), np.inf, costs)
     want = np.minimum((finite - finite.min(axis=1, keepdims=True)) / span[:, None], 1.0)
-    np.testing.assert_array_equal(_map_full(costs, span, active),
+    np.testing.assert_array_equal(_map_full(costs, span, active, np.full((50, 9), np.nan)),
                                   np.where(active[:, None], want, 0.0))
