@@ -213,8 +213,11 @@ def test_in_process_any_shard_count_gives_equal_numbers(game):
 def test_in_process_equals_ray_at_any_shard_count(ray_session, game, learner):
     """One engine: ``backend=vectorized`` (one shard in this process) equals ``backend=ray``
     with 1, 2 and 3 shard actors: rows, summary numbers and last iterates, with ``==``."""
-    runs = [_engine_run(1, True, game, learner)]
-    runs += [_engine_run(k, False, game, learner) for k in (1, 2, 3)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(3) as pool:  # the three populations' actors start side by side
+        on_ray = pool.map(lambda k: _engine_run(k, False, game, learner), (1, 2, 3))
+        runs = [_engine_run(1, True, game, learner), *on_ray]
     _assert_equal_runs(runs)
     assert runs[0][0]["max_average_regret"].notna().all()
 
