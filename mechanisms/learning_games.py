@@ -418,7 +418,7 @@ def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray
     the ring computes them: each node's others' largest and smallest ``c``, then the cost."""
     high = np.where(v == largest[-1], largest[-2], largest[-1])  # the others' largest
     low = np.where(v == smallest[0], smallest[1], smallest[0])  # and smallest
-    n, K, delta, d = args  # ppsp.tradeoff_cost's three coefficients, then one compiled pass
+    n = args[0]  # ppsp.tradeoff_cost's three coefficients, then one compiled pass
     coefficients = np.array([math.pi * n * math.sqrt(n / 6.0), math.pi**2 * n**2 / 3.0,
                              ppsp.tradeoff_cost(0.0, 1.0, 0.0, 0.0, 1.0, *args)])
     return _ppsp_costs(high, low, np.ascontiguousarray(weights, dtype=float), coefficients,
