@@ -55,13 +55,8 @@ class GridGame(ABC):
     grid: NDArray
     n: int
     log_scale: bool = False
-    #: The agents that play this round (``None``: all; see :meth:`begin_round`).
+    #: The agents that play this round (``None``: all; see :meth:`played`).
     active: NDArray | None = None
-
-    def begin_round(self, rng: np.random.Generator) -> None:
-        """Draw what is drawn before a round is played (nothing in a game of complete
-        information; the types under incomplete information)."""
-        return None
 
     def played(self, values: NDArray) -> None:
         """What the round's actions decide of who plays (a sequential game's path; nothing
@@ -72,44 +67,23 @@ class GridGame(ABC):
         """Everyone's action when the learners' cost scales are read: the grid's middle."""
         return np.full(self.n, self.grid[(self.grid.size - 1) // 2])
 
-    def label(self, value: float) -> str:
-        """An action as a reader sees it."""
-        return f"{value:.3g}"
-
     def scales(self, rng: np.random.Generator, draws: int = 64) -> tuple[NDArray, ...]:
         """Per agent ``(span, low, high)``: the spread of its finite costs over the grid, and
         the range of a realized cost (that spread widened by 3 standard deviations of
-        realized costs), with everyone at the :meth:`middle` action, over ``draws`` rounds (an
-        agent's rounds are those it plays in). Costs beyond are clipped by the learners, and
-        their guarantees hold for the clipped costs."""
+        realized costs), with everyone at the :meth:`middle` action, over ``draws`` rounds.
+        Costs beyond are clipped by the learners, and their guarantees hold for the clipped
+        costs."""
         middle = self.middle()
-        lo, hi = np.full(self.n, np.nan), np.full(self.n, np.nan)
-        samples = []
-        for k in range(draws):
-            self.begin_round(rng)
-            on = np.ones(self.n, dtype=bool) if self.active is None else self.active
-            if k == 0 or self.active is not None:  # costs move only with a round's types
-                c = self.costs(middle)
-                finite = np.where(np.isfinite(c) & on[:, None], c, np.nan)
-                lo = np.fmin(lo, np.nanmin(finite, axis=1, initial=np.inf))
-                hi = np.fmax(hi, np.nanmax(finite, axis=1, initial=-np.inf))
-            samples.append(np.where(on, self.realized(middle, rng), np.nan))
-        unseen = ~np.isfinite(lo)  # a row whose type never came up in the draws (a rare
-        if unseen.any():  # type): its costs at the middle as if it had played the last draw
-            every = self.row_costs(middle)
-            c = np.where(np.isfinite(every), every, np.nan)[unseen]
-            lo[unseen] = np.nanmin(c, axis=1, initial=np.inf)
-            hi[unseen] = np.nanmax(c, axis=1, initial=-np.inf)
-        return scales_from(lo, hi, samples)
+        c = self.costs(middle)
+        finite = np.where(np.isfinite(c), c, np.nan)
+        lo = np.nanmin(finite, axis=1, initial=np.inf)
+        hi = np.nanmax(finite, axis=1, initial=-np.inf)
+        return scales_from(lo, hi, [self.realized(middle, rng) for _ in range(draws)])
 
     @abstractmethod
     def costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
         """Expected cost of agent ``i`` playing ``candidates[i, j]`` (default: the grid) while
         the others play ``values``; ``(n, k)``."""
-
-    def row_costs(self, values: NDArray, candidates: ArrayLike | None = None) -> NDArray:
-        """Every agent's :meth:`costs`, also where it does not play this round."""
-        return self.costs(values, candidates)
 
     @abstractmethod
     def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
