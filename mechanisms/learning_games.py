@@ -260,20 +260,25 @@ def bas_costs(v: NDArray, total: float, upstream: NDArray, alpha: NDArray,
     them: ``C_k = (total - v_k) + x + alpha_k (upstream_k + x)^(-1/2)`` for each candidate
     ``x`` (eq 14; ``candidates`` ``(1, m)`` for every agent or ``(n, k)`` per agent; the
     privacy term is 0 where ``alpha_k = 0``), in one compiled pass."""
-    return _bas_costs(np.asarray(v, dtype=float), float(total),
-                      np.asarray(upstream, dtype=float), np.asarray(alpha, dtype=float),
-                      np.atleast_2d(np.asarray(candidates, dtype=float)))
+    v = np.asarray(v, dtype=float)
+    return _bas_costs(v, float(total), np.asarray(upstream, dtype=float),
+                      np.asarray(alpha, dtype=float), per_agent(candidates, v.size))
+
+
+def per_agent(candidates: ArrayLike, n: int) -> NDArray:
+    """Candidates ``(1, k)`` for every agent or ``(n, k)`` per agent as an ``(n, k)`` view
+    (no copy), for the compiled cost tables."""
+    c = np.atleast_2d(np.asarray(candidates, dtype=float))
+    return np.broadcast_to(c, (n, c.shape[1]))
 
 
 @compiled
 def _bas_costs(v, total, upstream, alpha, candidates):
-    n, k = v.size, candidates.shape[1]
-    shared = candidates.shape[0] == 1
+    n, k = candidates.shape
     out = np.empty((n, k))
     for i in range(n):
-        row = 0 if shared else i
         for j in range(k):
-            x = candidates[row, j]
+            x = candidates[i, j]
             privacy = alpha[i] / np.sqrt(upstream[i] + x) if alpha[i] > 0 else 0.0
             out[i, j] = (total - v[i]) + x + privacy
     return out
@@ -396,17 +401,16 @@ def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray
     coefficients = np.array([math.pi * n * math.sqrt(n / 6.0), math.pi**2 * n**2 / 3.0,
                              ppsp.tradeoff_cost(0.0, 1.0, 0.0, 0.0, 1.0, *args)])
     return _ppsp_costs(high, low, np.ascontiguousarray(weights, dtype=float), coefficients,
-                       np.atleast_2d(np.asarray(candidates, dtype=float)))
+                       per_agent(candidates, high.size))
 
 
 @compiled
 def _ppsp_costs(high, low, weights, coefficients, candidates):
-    n, k = high.size, candidates.shape[1]
-    shared = candidates.shape[0] == 1
+    n, k = candidates.shape
     out = np.empty((n, k))
     for i in range(n):
         for j in range(k):
-            c = candidates[0 if shared else i, j]
+            c = candidates[i, j]
             c_max, c_min = max(high[i], c), min(low[i], c)
             out[i, j] = (weights[i, 0] * c_max * coefficients[0]
                          + weights[i, 1] * (c_max * c_max) * coefficients[1]
