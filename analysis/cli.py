@@ -113,7 +113,9 @@ def _serve(args: argparse.Namespace) -> None:
     routes = experiments.page_routes()
     if args.name is not None and args.name not in routes:
         raise UsageError(f"viz {args.name!r}: unknown page; pages are " + ", ".join(routes))
-    if args.results is not None and not any(args.results.glob("*.parquet")):
+    from privgames.analysis.results import parquet_files
+
+    if args.results is not None and not parquet_files(args.results):
         raise UsageError(f"--results {args.results}: no results there (a folder with "
                          "NAME.parquet files written by privgames run is needed)")
     if importlib.util.find_spec("solara") is None:

@@ -107,7 +107,7 @@ def serve(port: int, token: str | None, results: Path | None = None,
     os.environ.setdefault("SOLARA_TELEMETRY_MIXPANEL_ENABLE", "False")
     for name, folder in ((RESULTS_ENV, results), (DATA_ENV, data)):
         if folder is not None:
-            os.environ[name] = str(folder.resolve())
+            os.environ[name] = os.path.abspath(folder)  # as given: messages name it so
     from solara.server.starlette import app
 
     uvicorn.run(Guard(app, port, token), host=HOST, port=port, log_level="warning")

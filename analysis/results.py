@@ -6,8 +6,10 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -168,20 +170,69 @@ def write_text(text: str, path: Path) -> None:
     write_with(path, lambda tmp: Path(tmp).write_text(text))
 
 
+def regular_file(path: Path, folder: Path, max_bytes: float) -> bool:
+    """Whether ``path`` is a regular file of at most ``max_bytes`` that lies in ``folder`` once
+    its symlinks are followed: a results folder is untrusted input (a FIFO named ``x.png``
+    would hang its reader, a symlink to ``/dev/zero`` fill its memory, one to ``/etc/passwd``
+    show it)."""
+    try:
+        target = Path(path).resolve(strict=True)
+        target.relative_to(Path(folder).resolve(strict=True))
+        info = target.stat()
+    except (OSError, ValueError, RuntimeError):  # gone, outside the folder, a symlink loop
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size <= max_bytes
+
+
+def read_capped(path: Path, folder: Path, max_bytes: float) -> bytes | None:
+    """The bytes of ``path`` if it is a :func:`regular_file` of ``folder`` (checked again on
+    the open file, so that a file swapped in meanwhile is not read past ``max_bytes``), else
+    ``None``."""
+    if not regular_file(path, folder, max_bytes):
+        return None
+    try:
+        fd = os.open(Path(path).resolve(), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = f.read(int(max_bytes) + 1)
+    return data if len(data) <= max_bytes else None
+
+
+#: The largest Parquet file a query reads (a results folder's rows: far below it).
+MAX_PARQUET_BYTES = 2.0 * 2**30
+
+
+def parquet_files(results_dir: Path) -> list[Path]:
+    """The results folder's ``*.parquet`` files that are :func:`regular_file` s of it."""
+    folder = Path(results_dir)
+    if not folder.is_dir():
+        return []
+    return sorted(f for f in folder.glob("*.parquet")
+                  if regular_file(f, folder, MAX_PARQUET_BYTES))
+
+
 def query(results_dir: Path, sql: str, *, max_rows: int | None = None,
-          timeout: float | None = None) -> pd.DataFrame:
+          max_columns: int | None = None, max_cells: int | None = None,
+          timeout: float | None = None, memory: float | None = None) -> pd.DataFrame:
     """Run one read-only ``SELECT`` (or ``WITH ... SELECT``) over every ``*.parquet`` of a
-    results folder, exposed as the view ``results`` (its ``file`` column names the file a row
-    came from).
+    results folder (:func:`parquet_files`), exposed as the view ``results`` (its ``file``
+    column names the file a row came from).
 
     The SQL may come from an untrusted page, so it runs on a connection that reaches nothing
     but those Parquet files: after the view is made, DuckDB's ``allowed_paths`` lists them
     alone, ``enable_external_access=false`` closes every other file and the network (no
     ``read_csv('/etc/passwd')``, ``glob``, ``ATTACH``, extension downloads), no spill folder,
     ``lock_configuration=true`` keeps it so; any statement but a single ``SELECT`` (``COPY``,
-    ``CREATE``, a second statement) is refused before it runs. ``max_rows`` keeps the first
-    rows (``frame.attrs["truncated"]`` says whether more were there); after ``timeout``
-    seconds the query is interrupted.
+    ``CREATE``, a second statement) is refused before it runs. ``max_rows`` and
+    ``max_columns`` keep the first rows and columns, and ``max_cells`` fewer rows where the
+    columns kept need it (``frame.attrs["truncated"]`` says whether more rows were there,
+    ``frame.attrs["columns"]`` how many columns the result has); after ``timeout``
+    seconds the query is interrupted (where DuckDB checks: a page runs it under
+    :func:`privgames.analysis.sandbox.run_limited`, which stops it anywhere); ``memory`` sets
+    DuckDB's ``memory_limit`` and one thread.
     """
     import threading
 
@@ -190,7 +241,7 @@ def query(results_dir: Path, sql: str, *, max_rows: int | None = None,
     from privgames.environments.config import ConfigError
 
     folder = Path(results_dir)
-    files = sorted(str(f.resolve()) for f in folder.glob("*.parquet")) if folder.is_dir() else []
+    files = [str(f.resolve()) for f in parquet_files(folder)]
     if not files:
         raise ConfigError(f"--out {folder}: no results there (a folder with NAME.parquet files "
                           "written by privgames run is needed)")
@@ -203,8 +254,10 @@ def query(results_dir: Path, sql: str, *, max_rows: int | None = None,
         raise ConfigError(f"query refused: give one SELECT statement (got {kinds}); the "
                           "results are read-only")
     quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    limits = {} if memory is None else {"memory_limit": f"{max(memory / 2**20, 1):.0f}MB",
+                                        "threads": 1}
     con = duckdb.connect(config={"autoinstall_known_extensions": False,
-                                 "autoload_known_extensions": False, "threads": 2})
+                                 "autoload_known_extensions": False, "threads": 2, **limits})
     timer = None if timeout is None else threading.Timer(timeout, con.interrupt)
     try:
         con.execute("CREATE VIEW results AS SELECT * FROM "
@@ -215,6 +268,14 @@ def query(results_dir: Path, sql: str, *, max_rows: int | None = None,
         if timer is not None:
             timer.start()
         relation = con.sql(sql)
+        columns = len(relation.columns)
+        if max_columns is not None and columns > max_columns:
+            relation = relation.select(*[duckdb.ColumnExpression('"' + c.replace('"', '""')
+                                                                 + '"')
+                                         for c in relation.columns[:max_columns]])
+        if max_cells is not None:
+            fit = max(1, max_cells // len(relation.columns))
+            max_rows = fit if max_rows is None else min(max_rows, fit)
         frame = (relation if max_rows is None else relation.limit(max_rows + 1)).df()
     except duckdb.InterruptException:
         raise ConfigError(f"query failed: stopped after {timeout:g} s") from None
@@ -226,8 +287,45 @@ def query(results_dir: Path, sql: str, *, max_rows: int | None = None,
         con.close()
     truncated = max_rows is not None and len(frame) > max_rows
     frame = frame.head(max_rows) if truncated else frame
-    frame.attrs["truncated"] = truncated
+    frame.attrs["truncated"], frame.attrs["columns"] = truncated, columns
     return frame
+
+
+@dataclass(frozen=True)
+class QueryTable:
+    """A query's result as a page shows it: at most a page's cells, each as text.
+
+    Attributes:
+        header, rows: the column names and the rows' cells, as strings.
+        note: what was left out (``""``: nothing).
+    """
+
+    header: list[str]
+    rows: list[list[str]]
+    note: str
+
+
+def query_table(results_dir: Path, sql: str, max_rows: int, max_columns: int, max_cells: int,
+                max_chars: int, memory: float) -> QueryTable:
+    """:func:`query`'s result cut to at most ``max_rows`` rows, ``max_columns`` columns and
+    ``max_cells`` cells (the columns first), each cell's text to ``max_chars`` characters."""
+    frame = query(results_dir, sql, max_rows=max_rows, max_columns=max_columns,
+                  max_cells=max_cells, memory=memory)
+
+    def text(value: Any) -> str:
+        value = "" if value is None or (isinstance(value, float) and math.isnan(value)) \
+            else str(value)
+        return value if len(value) <= max_chars else value[:max_chars - 1] + "…"
+
+    left, columns = [], frame.attrs["columns"]
+    if frame.attrs["truncated"]:
+        left.append(f"the first {len(frame)} rows")
+    if columns > frame.shape[1]:
+        left.append(f"the first {frame.shape[1]} of {columns} columns")
+    return QueryTable([text(c) for c in frame.columns],
+                      [[text(v) for v in row] for row in frame.astype(object).itertuples(
+                          index=False, name=None)],
+                      f"{' and '.join(left)} are shown" if left else "")
 
 
 def _first_line(err: Exception) -> str:

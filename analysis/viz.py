@@ -21,6 +21,7 @@ read-only on the results' Parquet files alone (:func:`privgames.analysis.results
 from __future__ import annotations
 
 import functools
+import html
 import importlib
 import os
 import re
@@ -56,8 +57,13 @@ def _showing_value(slider: Any) -> Any:
 solara.SliderInt = _showing_value(solara.SliderInt)
 solara.SliderFloat = _showing_value(solara.SliderFloat)
 
-#: The rows a query shows and the seconds it may take on the results page.
-QUERY_ROWS, QUERY_SECONDS = 500, 10.0
+#: What a query on the results page may show: rows, columns, cells, characters a cell.
+QUERY_ROWS, QUERY_COLUMNS, QUERY_CELLS, QUERY_CHARS = 500, 50, 5000, 200
+#: What a query may take (enforced by the operating system, :mod:`privgames.analysis.sandbox`):
+#: seconds, and memory (DuckDB's ``memory_limit`` too).
+QUERY_SECONDS, QUERY_MEMORY = 10.0, 256 * 2**20
+#: The largest figure or report the results page reads from its folder.
+MAX_FILE_BYTES = 20 * 2**20
 #: Markdown's tags a page keeps (nh3 drops every other tag, attribute and URL scheme).
 MARKDOWN_TAGS = {"h1", "h2", "h3", "h4", "p", "a", "ul", "ol", "li", "em", "strong", "code",
                  "pre", "blockquote", "table", "thead", "tbody", "tr", "th", "td", "br", "hr"}
@@ -79,14 +85,16 @@ def SafeMarkdown(text: str) -> Any:
 
 @solara.component
 def Table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> Any:
-    """A table whose every cell is a text node (a value is never read as HTML)."""
-    def row(tag: str, cells: Sequence[Any]) -> Any:
-        return solara.v.Html(tag="tr", children=[
-            solara.v.Html(tag=tag, style_=CELL_STYLE, children=[str(cell)]) for cell in cells])
+    """A table whose every cell is text (``html.escape``: a value is never read as HTML),
+    sent as one element: a widget per cell costs the server about a millisecond each, and a
+    wide result of 100,000 cells held a thread for half an hour (issue 43)."""
+    def row(tag: str, cells: Sequence[Any]) -> str:
+        return "<tr>" + "".join(f'<{tag} style="{CELL_STYLE}">{html.escape(str(cell))}</{tag}>'
+                                for cell in cells) + "</tr>"
 
-    return solara.v.Html(tag="table", style_=TABLE_STYLE, children=[
-        solara.v.Html(tag="thead", children=[row("th", header)]),
-        solara.v.Html(tag="tbody", children=[row("td", cells) for cells in rows])])
+    body = "".join(row("td", cells) for cells in rows)
+    return solara.HTML(tag="table", style=TABLE_STYLE,
+                       unsafe_innerHTML=f"<thead>{row('th', header)}</thead><tbody>{body}</tbody>")
 
 
 def _agents(model: Any) -> Any:
@@ -201,6 +209,8 @@ def Results() -> Any:
     if not os.environ.get(RESULTS_ENV):
         return solara.Warning("no results folder: start the server with privgames viz "
                               "--results DIR")
+    from privgames.analysis.results import read_capped
+
     folder = Path(os.environ[RESULTS_ENV])
     with solara.Column(style={"padding": "24px"}):
         solara.Text(f"Results in {folder}", style={"font-size": "24px"})
@@ -209,47 +219,53 @@ def Results() -> Any:
         _query(folder, sql)
         shown = _report(folder)
         for png in sorted(folder.glob("*.png")):
-            if png.name not in shown:
+            image = None if png.name in shown else read_capped(png, folder, MAX_FILE_BYTES)
+            if image is not None:
                 solara.Text(png.stem, style={"font-size": "18px"})
-                solara.Image(png.read_bytes(), width="90%")
+                solara.Image(image, width="90%")
 
 
 def _report(folder: Path) -> set[str]:
     """Render ``report.md`` with each figure where the report names it (a plain file name of
     the folder; nothing else is loaded); return the figures shown."""
-    report = folder / "report.md"
-    if not report.is_file():
+    from privgames.analysis.results import read_capped
+
+    report = read_capped(folder / "report.md", folder, MAX_FILE_BYTES)
+    if report is None:
         return set()
     shown, chunk = set(), []
-    for line in report.read_text().splitlines():
+    for line in report.decode("utf-8", "replace").splitlines():
         figure = _FIGURE_LINE.match(line.strip())
         if figure is None:
             chunk.append(line)
             continue
         SafeMarkdown("\n".join(chunk))
         chunk, path = [], folder / figure.group(1)
-        if path.is_file():
-            solara.Image(path.read_bytes(), width="90%")
+        image = read_capped(path, folder, MAX_FILE_BYTES)
+        if image is not None:
+            solara.Image(image, width="90%")
             shown.add(path.name)
     SafeMarkdown("\n".join(chunk))
     return shown
 
 
 def _query(folder: Path, sql: str) -> Any:
-    import pandas as pd
-
-    from privgames.analysis.results import query
+    """``sql``'s result as one table, run under the operating system's limits
+    (:func:`privgames.analysis.sandbox.run_limited`): one line if it fails or passes them."""
+    from privgames.analysis.results import query_table
+    from privgames.analysis.sandbox import run_limited
     from privgames.environments.config import ConfigError
 
     try:
-        frame = query(folder, sql, max_rows=QUERY_ROWS, timeout=QUERY_SECONDS)
-    except ConfigError as err:  # a user's SQL: show DuckDB's message, as text
+        table = run_limited(query_table, folder, sql, QUERY_ROWS, QUERY_COLUMNS, QUERY_CELLS,
+                            QUERY_CHARS, QUERY_MEMORY, seconds=QUERY_SECONDS,
+                            memory=QUERY_MEMORY)
+    except ConfigError as err:  # a user's SQL: show DuckDB's message or the limit, as text
         return solara.Error(str(err))
     with solara.Column() as column:
-        Table(list(frame.columns), list(frame.astype(object).where(pd.notna(frame), None)
-                                        .itertuples(index=False, name=None)))
-        if frame.attrs["truncated"]:
-            solara.Text(f"the first {QUERY_ROWS} rows are shown")
+        Table(table.header, table.rows)
+        if table.note:
+            solara.Text(table.note)
     return column
 
 

@@ -68,7 +68,7 @@ def load_points(data: str) -> tuple[NDArray, NDArray | None]:
     column named ``label`` (integers) makes the set labelled (scored by F1)."""
     if data in BUILT_IN:
         return unbalance() if data == "unbalance" else birch3()
-    return _csv(str(Path(data).expanduser().resolve()))
+    return _csv(str(Path(data).expanduser().resolve()), data)
 
 
 @lru_cache(maxsize=4)
@@ -79,8 +79,9 @@ def assignment_points(data: str) -> Points:
 
 
 @lru_cache(maxsize=4)
-def _csv(path: str) -> tuple[NDArray, NDArray | None]:
-    where = f"data={path!r}"
+def _csv(path: str, given: str) -> tuple[NDArray, NDArray | None]:
+    """The points of the CSV file at ``path`` (resolved); a message names it as ``given``."""
+    where = f"data={given!r}"
     try:
         frame = pd.read_csv(path)
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:

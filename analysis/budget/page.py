@@ -16,15 +16,21 @@ from privgames.environments.dp_kmeans import DPKMeansModel, KMeansConfig
 from privgames.environments.kmeans_data import BUILT_IN
 from privgames.mechanisms.budget import PROTECTIONS, STRATEGIES
 
-#: At most this many CSV files of ``--data DIR`` are offered on the kmeans page.
-MAX_DATA_FILES = 200
+#: At most this many CSV files of ``--data DIR`` are offered on the kmeans page, each of at
+#: most this many bytes.
+MAX_DATA_FILES, MAX_DATA_BYTES = 200, 100 * 2**20
 
 
 def page_data_sets() -> tuple[str, ...]:
     """The data sets the kmeans page may load: the shipped ones, and the CSV files under the
-    folder ``privgames viz --data DIR`` names (no other path ever reaches the server)."""
+    folder ``privgames viz --data DIR`` names that are regular files in it (a symlink out of
+    it, a FIFO or a file past :data:`MAX_DATA_BYTES` is left out), named by the path given (no
+    other path ever reaches the server)."""
+    from privgames.analysis.results import regular_file
+
     folder = os.environ.get(DATA_ENV)
-    found = sorted(str(p) for p in Path(folder).rglob("*.csv")) if folder else []
+    found = sorted(str(p) for p in Path(folder).rglob("*.csv")
+                   if regular_file(p, Path(folder), MAX_DATA_BYTES)) if folder else []
     return (*BUILT_IN, *found[:MAX_DATA_FILES])
 
 
