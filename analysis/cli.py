@@ -49,8 +49,16 @@ def parse_value(key: str, raw: str) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError as err:
         if raw[:1] in "[{\"":
-            raise UsageError(f"--set {key}: bad JSON {raw!r} ({err.msg})") from None
+            raise UsageError(f"--set {key}: bad JSON {_clip(raw)!r} ({err.msg})") from None
         return raw
+    except RecursionError:
+        raise UsageError(f"--set {key}: JSON nested too deeply ({_clip(raw)!r}): no parameter "
+                         "takes more than a few levels") from None
+
+
+def _clip(text: str, most: int = 60) -> str:
+    """``text`` cut to ``most`` characters for a message."""
+    return text if len(text) <= most else text[:most - 1] + "…"
 
 
 def _count(text: str) -> int:
@@ -121,6 +129,7 @@ def _serve(args: argparse.Namespace) -> None:
     if importlib.util.find_spec("solara") is None:
         raise UsageError("privgames viz needs the pages' extra: pip install 'privgames[viz]'")
     with socket.socket() as probe:  # a port in use: one line now, not the server's traceback
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
         try:
             probe.bind(("127.0.0.1", args.port))
         except OSError as err:

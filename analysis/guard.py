@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import resource
 import statistics
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,15 +58,65 @@ def duration(seconds: float) -> str:
 
 
 def available_memory() -> float:
-    """Bytes of memory available now (``MemAvailable`` of ``/proc/meminfo``, else all)."""
+    """Bytes of memory this process may still take: the least of the machine's
+    ``MemAvailable`` (``/proc/meminfo``), its cgroup's limit less its use (v2 ``memory.max``,
+    v1 ``memory.limit_in_bytes``: a container's 6 GB on a 24 GB machine) and its address-space
+    limit (``RLIMIT_AS``) less what it holds; all the memory where none of them is readable."""
+    found = [_meminfo("MemAvailable:"), _cgroup_room()]
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        found.append(max(0.0, soft - _status_bytes("VmSize:")))
+    known = [f for f in found if f is not None]
+    return min(known) if known else float(os.sysconf("SC_PAGE_SIZE")
+                                          * os.sysconf("SC_PHYS_PAGES"))
+
+
+def _meminfo(key: str) -> float | None:
+    return _field("/proc/meminfo", key)
+
+
+def _status_bytes(key: str) -> float:
+    return _field("/proc/self/status", key) or 0.0
+
+
+def _field(path: str, key: str) -> float | None:
+    """A ``key: N kB`` line's bytes in ``path``."""
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(key):
                     return float(line.split()[1]) * 1024
     except OSError:
         pass
-    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    return None
+
+
+def _cgroup_room() -> float | None:
+    """The memory this process's cgroup may still take (its limit less its use), or ``None``
+    without a limit."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    root = Path("/sys/fs/cgroup")
+    for line in lines:
+        _, controllers, where = line.split(":", 2)
+        if controllers == "":  # v2
+            folder, files = root / where.lstrip("/"), ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):  # v1
+            folder = root / "memory" / where.lstrip("/")
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        for candidate in (folder, folder.parent if controllers == "" else root / "memory"):
+            try:
+                limit, used = ((candidate / f).read_text().strip() for f in files)
+            except OSError:
+                continue
+            if limit != "max" and float(limit) < 2.0**60:
+                return max(0.0, float(limit) - float(used))
+            break
+    return None
 
 
 def parse_size(text: str) -> float:
@@ -79,7 +130,21 @@ def parse_size(text: str) -> float:
     return value
 
 
-def _human(n: float) -> str:
+def page_seconds(route: str, work: float) -> float:
+    """Seconds of one core that ``work`` operations of a step of page ``route`` take, with its
+    drawing, at the page's measured rate (the pages' median rate for one without)."""
+    rates = _page_rates()
+    return work / rates.get(route, statistics.median(rates.values()))
+
+
+@functools.cache
+def _page_rates() -> dict[str, float]:
+    path = Path(__file__).with_name("work_rates.json")
+    return json.loads(path.read_text())["pages"]
+
+
+def human_bytes(n: float) -> str:
+    """``n`` bytes as a reader says it (``1.8 GiB``)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(n) < 1024 or unit == "PiB":
             return f"{n:.3g} {unit}"
@@ -98,8 +163,8 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
     units = len(points) * populations
     if units * UNIT_BYTES > budget:
         raise ConfigError(f"populations={populations} makes {units} units whose bookkeeping "
-                          f"alone needs about {_human(units * UNIT_BYTES)}, above the memory "
-                          f"budget of {_human(budget)} (--max-memory)")
+                          f"alone needs about {human_bytes(units * UNIT_BYTES)}, above the "
+                          f"memory budget of {human_bytes(budget)} (--max-memory)")
     total = 0.0
     for point in points:
         config = experiment.config(params, point)
@@ -111,7 +176,7 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
         if need > budget:
             value = point.get(fp.driver, params.get(fp.driver))
             raise _too_big(fp.driver, value, need, budget,
-                           f" ({_human(fp.peak_bytes)} per population, "
+                           f" ({human_bytes(fp.peak_bytes)} per population, "
                            f"{min(side_by_side, units)} at a time)")
         total += fp.work * populations
     seconds = cpu_seconds(experiment.name, total)
@@ -128,25 +193,15 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
     return total
 
 
-def check_one(config: Any, max_memory: float | None = None) -> None:
-    """Raise ``ConfigError`` if one population of ``config`` would pass the memory budget
-    (a page builds one model from what its browser sends)."""
-    budget = _budget(max_memory)
-    fp = footprint_of(config)
-    if fp.peak_bytes > budget:
-        raise _too_big(fp.driver, getattr(config, fp.driver), fp.peak_bytes, budget, "",
-                       "half the memory available" if max_memory is None else "the limit")
-
-
 def _budget(max_memory: float | None) -> float:
     """The memory a run may use: ``max_memory``, else :data:`DEFAULT_SHARE` of what is free."""
     return DEFAULT_SHARE * available_memory() if max_memory is None else float(max_memory)
 
 
-def _too_big(driver: str, value: Any, need: float, budget: float, how: str,
-             limit: str = "--max-memory") -> ConfigError:
-    return ConfigError(f"{driver}={value} needs about {_human(need)} of memory{how}, above the "
-                       f"budget of {_human(budget)} ({limit}): lower {driver}", driver)
+def _too_big(driver: str, value: Any, need: float, budget: float, how: str) -> ConfigError:
+    return ConfigError(f"{driver}={value} needs about {human_bytes(need)} of memory{how}, "
+                       f"above the budget of {human_bytes(budget)} (--max-memory): lower "
+                       f"{driver}", driver)
 
 
 def _round_up(x: float) -> str:

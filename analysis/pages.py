@@ -14,10 +14,15 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import functools
+import gc
 import importlib
 import io
 import json
+import logging
 import math
+import threading
+import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,9 +35,15 @@ from matplotlib.figure import Figure
 
 from privgames.analysis.cli import UsageError, parse_value
 from privgames.analysis.experiments import GAMES
-from privgames.analysis.guard import check_one
+from privgames.analysis.guard import (
+    DEFAULT_SHARE,
+    available_memory,
+    duration,
+    human_bytes,
+    page_seconds,
+)
 from privgames.analysis.parameters import allowed_values, meanings
-from privgames.environments.config import ConfigError, check_int
+from privgames.environments.config import ConfigError, check_int, footprint_of
 
 #: A page's figure size (inches) and resolution: shown in a half-width card (about 440 px
 #: on a 1400 px screen), where 10 pt text is about 12 px and the 120 dpi image stays sharp.
@@ -75,6 +86,7 @@ class Page:
             its last agent), which the page prints below the readings for the agent its
             ``agent`` input selects, so that every agent stays inspectable when the figure
             shows a thousand.
+        steps: the config field that counts the run's steps (its work is spread over them).
     """
 
     route: str
@@ -90,6 +102,13 @@ class Page:
     choices: Mapping[str, Callable[[], tuple[str, ...]]] = field(default_factory=dict)
     size: str | None = None
     detail: Callable[[Any, int], dict[str, float]] | None = None
+    steps: str = "rounds"
+
+    def step_seconds(self, config: Any, fp: Any) -> float:
+        """The estimated seconds of one step (or reset) of ``config`` on this page: its
+        population's work (``footprint().work``) over its steps, at this page's measured
+        rate (``work_rates.json``, ``benchmarks/calibrate_work.py --pages``)."""
+        return page_seconds(self.route, fp.work / max(float(getattr(config, self.steps)), 1.0))
 
     def values(self) -> dict[str, Any]:
         """Every config field's starting value: the config's default, or the page's."""
@@ -190,34 +209,47 @@ class PageModel(mesa.Model):
     page: Page
 
     def __init__(self, seed: int = 0, agent: int = 1, **kwargs: Any) -> None:
-        super().__init__(seed=seed)  # Mesa checks these names against the page's inputs
-        self.seed, self.agent = seed, agent
         self.error: str | None = None
         self.env = None
         self._figures: dict[str, Figure] = {}
-        try:
-            check_int("agent", agent, 1)  # a page's browser is untrusted
-            for name, choices in self.page.choices.items():
-                if name in kwargs and kwargs[name] not in choices():
-                    raise ConfigError(f"{name}={kwargs[name]!r} is not offered on this page: "
-                                      f"{name} must be one of {', '.join(choices())}")
-            values = {**self.page.fixed, **{k: parse_value(k, v) if isinstance(v, str) else v
-                                            for k, v in kwargs.items()}}
-            config = self.page.config_type(**values)
-            check_one(config)  # a browser may send more than a slider offers
-            self.env = self.page.model_type(config, seed)
-        except (ConfigError, UsageError) as err:
-            self.error = str(err)
+        try:  # a page's browser is untrusted: every value is checked, every failure one line
+            check_int("seed", seed, 0, 2**63 - 1)
+            check_int("agent", agent, 1)
+        except ConfigError as err:
+            self.error, seed = str(err), 0
+        super().__init__(seed=seed)  # Mesa checks these names against the page's inputs
+        self.seed, self.agent = seed, agent
+        if self.error is None:
+            self.error = _one_line(self._build, kwargs)
+        if self.error is not None:
             self.running = False
+
+    def _build(self, kwargs: Mapping[str, Any]) -> None:
+        for name, choices in self.page.choices.items():
+            if name in kwargs and kwargs[name] not in choices():
+                raise ConfigError(f"{name}={kwargs[name]!r} is not offered on this page: "
+                                  f"{name} must be one of {', '.join(choices())}")
+        values = {**self.page.fixed, **{k: parse_value(k, v) if isinstance(v, str) else v
+                                        for k, v in kwargs.items()}}
+        config = self.page.config_type(**values)
+        LIVE.admit(self, config, self.page)  # a browser may send more than a slider offers
+        self.env = self.page.model_type(config, self.seed)
 
     def step(self) -> None:
         """One round of the environment (nothing while the inputs are refused); the page stops
-        when the environment settles or ends."""
+        when the environment settles or ends, or with one line when a step fails or takes
+        more than :data:`STOP_SECONDS`."""
         if self.env is None or not self.running:
             return
-        self.env.step()
-        self.running = (self.env.running and self.env.rounds_left() > 0
-                        and not getattr(self.env, "ended", False))
+        started = time.perf_counter()
+        self.error = _one_line(self.env.step)
+        took = time.perf_counter() - started
+        if self.error is None and took > STOP_SECONDS:
+            self.error = (f"a step took {took:.0f} s, above this page's limit of "
+                          f"{STOP_SECONDS:g} s: the run is stopped; lower "
+                          f"{self.page.size or 'the sizes'} and press Reset")
+        self.running = (self.error is None and self.env.running
+                        and self.env.rounds_left() > 0 and not getattr(self.env, "ended", False))
 
     def readings(self) -> dict[str, float]:
         """The numbers the page prints: its readings, then the selected agent's."""
@@ -242,6 +274,104 @@ class PageModel(mesa.Model):
     def of(cls, page: Page) -> type[PageModel]:
         """The model class of ``page`` (what SolaraViz instantiates on reset)."""
         return type(f"{page.title.replace(' ', '')}Model", (cls,), {"page": page})
+
+
+def _one_line(work: Callable[..., Any], *args: Any) -> str | None:
+    """``work(*args)``; its failure as the one line a page shows (the configs' and limits'
+    own messages; anything else by its kind and first line, its traceback on the server's
+    log only), or ``None``."""
+    try:
+        work(*args)
+    except (ConfigError, UsageError) as err:
+        return str(err)
+    except Exception as err:  # noqa: BLE001 - a browser's input must not break its session
+        logging.getLogger("privgames.pages").exception("a page's model failed")
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        return f"{type(err).__name__}: {first} (not a value this page can run)"
+    return None
+
+
+#: A page's reset or step may be estimated to take this many seconds of one core (refused
+#: beyond, naming the input to lower); a step measured past :data:`STOP_SECONDS` stops its run.
+PAGE_SECONDS, STOP_SECONDS = 10.0, 30.0
+#: Pages' models alive at once in one server (each browser tab holds one until it closes or
+#: Solara culls it, a minute after its browser left).
+MAX_MODELS = 12
+
+
+class Admissions:
+    """The pages' live models and the memory they hold, admitted against one budget: the
+    memory guard's share of what this server may take (:func:`guard.available_memory`: the
+    least of ``MemAvailable``, the cgroup's room and ``RLIMIT_AS``), fixed at the first
+    admission, so that seven pages that each fit cannot together pass it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[int, float] = {}
+        self.budget: float | None = None
+
+    def held(self) -> tuple[int, float]:
+        """``(models, bytes)`` held now."""
+        with self._lock:
+            return len(self._held), sum(self._held.values())
+
+    def admit(self, model: Any, config: Any, page: Page) -> None:
+        """Hold ``config``'s estimated peak memory for ``model`` until it is collected, or
+        raise ``ConfigError`` naming the input to lower and by how much."""
+        fp = footprint_of(config)
+        with self._lock:
+            if self.budget is None:
+                self.budget = DEFAULT_SHARE * available_memory()
+        if fp.peak_bytes > self.budget:
+            raise self._too_big(config, fp, self.budget)
+        seconds = page.step_seconds(config, fp)
+        if seconds > PAGE_SECONDS:
+            name = page.size or fp.driver
+            raise ConfigError(f"{name}={getattr(config, name)} would take about "
+                              f"{duration(seconds)} a step on this page, above its limit of "
+                              f"{PAGE_SECONDS:g} s: lower {name} to about "
+                              f"{_scaled(getattr(config, name), PAGE_SECONDS / seconds)}", name)
+        for collected in (False, True):
+            if collected:  # a page's old models wait for the cycle collector
+                gc.collect()
+            with self._lock:
+                room = min(self.budget - sum(self._held.values()),
+                           DEFAULT_SHARE * available_memory())
+                if len(self._held) < MAX_MODELS and fp.peak_bytes <= room:
+                    self._held[id(model)] = fp.peak_bytes
+                    weakref.finalize(model, self._release, id(model))
+                    return
+        if len(self._held) >= MAX_MODELS:
+            raise ConfigError(f"this server already runs {MAX_MODELS} pages' models (its "
+                              "limit): close a page, or wait a minute after closing one")
+        raise self._too_big(config, fp, room)
+
+    def _too_big(self, config: Any, fp: Any, room: float) -> ConfigError:
+        value = getattr(config, fp.driver)
+        return ConfigError(f"{fp.driver}={value} needs about {human_bytes(fp.peak_bytes)} of "
+                           f"memory; this server's pages may still take {human_bytes(room)} "
+                           f"(of {human_bytes(self.budget)}): lower {fp.driver} to about "
+                           f"{_scaled(value, max(room, 0.0) / fp.peak_bytes)}, or close "
+                           "another page", fp.driver)
+
+    def _release(self, key: int) -> None:
+        with self._lock:
+            self._held.pop(key, None)
+
+
+#: The one ledger of this process's pages.
+LIVE = Admissions()
+
+
+def _scaled(value: Any, factor: float) -> Any:
+    """``value`` times ``factor`` (below 1), rounded down to two significant digits; an
+    integer stays one."""
+    target = float(value) * factor
+    if target <= 0:
+        return 0
+    scale = 10.0 ** (math.floor(math.log10(target)) - 1)
+    low = math.floor(target / scale) * scale
+    return int(low) if isinstance(value, int) else float(f"{low:.2g}")
 
 
 def format_reading(value: float) -> str:

@@ -4,8 +4,13 @@ measured by running it at quick scale serially (the median of ``--repeats`` runs
 default, interleaved). Writes ``analysis/work_rates.json``, which the work guard reads to say
 how long a run would take and to refuse one past a day of work by default.
 
+Each page's rate too: its step's work (the population's work over its steps) per second of a
+reset and the steps that follow, drawn as the server draws them, at a size where the
+computation outweighs the drawing (:data:`PAGE_SIZES`); the pages' work limit reads it
+(:meth:`privgames.analysis.pages.Page.step_seconds`).
+
 Run ``python benchmarks/calibrate_work.py`` on a quiet machine (``--quick``: two experiments,
-one run each, printed and not written).
+one run each, printed and not written; ``--pages``: the pages' rates alone, written).
 """
 
 from __future__ import annotations
@@ -33,21 +38,62 @@ def measure(name: str) -> tuple[float, float]:
     return work, time.perf_counter() - start
 
 
+#: Each page's inputs where it is timed (its size well above the page's start).
+PAGE_SIZES = {"bas": {"K": 1000, "d": 5000}, "sar": {"K": 300, "d": 200}, "ppsp": {"n": 10000},
+              "pricing": {"N": 20000}, "kmeans": {"repetitions": 100},
+              "learning": {"agents": 100000}, "apes": {"n": 20000}}
+#: Steps timed after a page's reset (the reset counts as one more).
+PAGE_STEPS = 2
+
+
+def measure_page(route: str) -> tuple[float, float]:
+    """``(work of a step, seconds of a step)`` of page ``route`` at :data:`PAGE_SIZES`: its
+    reset and :data:`PAGE_STEPS` steps, each drawn and read as the server does, averaged."""
+    from privgames.analysis.pages import LIVE, PageModel, all_pages, rendered
+    from privgames.environments.config import footprint_of
+
+    page = all_pages()[route]
+    LIVE.budget = float("inf")  # time the page, not the server's ledger
+    start = time.perf_counter()
+    model = PageModel.of(page)(**{**page.defaults(), **PAGE_SIZES[route]})
+    assert model.error is None, model.error
+    for _ in range(PAGE_STEPS):
+        model.step()
+        for kind in ("agents", "measures"):
+            rendered(model.figure(kind), kind)
+        model.readings()
+    seconds = (time.perf_counter() - start) / (PAGE_STEPS + 1)
+    config = model.env.config
+    return footprint_of(config).work / getattr(config, page.steps), seconds
+
+
 def main() -> None:
-    args = arguments(__doc__)
+    args = arguments(__doc__, ("--pages", "the pages' rates alone"))
     from privgames.analysis import experiments as registry
 
-    names = list(registry.catalogue())[:2] if args.quick else list(registry.catalogue())
+    out = json.loads(OUT.read_text())
     repeats = 1 if args.quick else 3
-    seconds: dict[str, list[float]] = {name: [] for name in names}
-    work: dict[str, float] = {}
+    if not args.pages:
+        names = list(registry.catalogue())[:2] if args.quick else list(registry.catalogue())
+        seconds: dict[str, list[float]] = {name: [] for name in names}
+        work: dict[str, float] = {}
+        for _ in range(repeats):
+            for name in names:
+                work[name], s = measure(name)
+                seconds[name].append(s)
+        rates = {name: work[name] / statistics.median(seconds[name]) for name in names}
+        out["rates"] = {k: float(f"{v:.3g}") for k, v in rates.items()}
+    routes = list(PAGE_SIZES)[:1] if args.quick else list(PAGE_SIZES)
+    page_work: dict[str, float] = {}
+    page_seconds: dict[str, list[float]] = {route: [] for route in routes}
     for _ in range(repeats):
-        for name in names:
-            work[name], s = measure(name)
-            seconds[name].append(s)
-    rates = {name: work[name] / statistics.median(seconds[name]) for name in names}
-    out = {"rates": {k: float(f"{v:.3g}") for k, v in rates.items()},
-           "measured": time.strftime("%Y-%m-%d"), "repeats": repeats}
+        for route in routes:
+            page_work[route], s = measure_page(route)
+            page_seconds[route].append(s)
+    out["pages"] = {route: float(f"{page_work[route] / statistics.median(page_seconds[route]):.3g}")
+                    for route in routes}
+    out.update({"pages_measured" if args.pages else "measured": time.strftime("%Y-%m-%d"),
+                "repeats": repeats})
     if not args.quick:
         OUT.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out))

@@ -7,6 +7,7 @@ Paper: ``papers/chained-dp-bas-sar.txt``, sections IV-V, VII-VIII.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import mesa
@@ -125,13 +126,13 @@ class BASChainConfig:
         """Data ``K x d``, the agents and their per-round records, one 64 MiB noise chunk
         (``chain_squared_errors`` chunks), the squared error of every replication of the four
         profiles (and a copy); work: the Monte-Carlo draws and learning moves."""
-        data = 8.0 * self.K * self.d
-        errors = 64.0 * self.replications
-        peak = 2 * data + 3000.0 * self.K + 200.0 * self.rounds * self.K + 64 * 2**20 + errors
         draws = self.K * self.d if self.sampling == "per-user" else 1
         work = 4.0 * self.replications * draws + self.rounds * self.K * self.d
-        largest = max((errors, "replications"), (2 * data, "K" if self.K >= self.d else "d"))
-        return Footprint(peak, work, largest[1])
+        fp = Footprint.of(self, [(("K", "d"), 16.0 * self.K * self.d),
+                                 (("K",), 3000.0 * self.K),
+                                 (("rounds", "K"), 200.0 * self.rounds * self.K),
+                                 (("replications",), 64.0 * self.replications)], work)
+        return dataclasses.replace(fp, peak_bytes=fp.peak_bytes + 64 * 2**20)
 
     def __post_init__(self) -> None:
         check_int("K", self.K, 2)

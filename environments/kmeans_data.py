@@ -79,9 +79,10 @@ def assignment_points(data: str) -> Points:
 
 
 @lru_cache(maxsize=4)
-def _csv(path: str, given: str) -> tuple[NDArray, NDArray | None]:
-    """The points of the CSV file at ``path`` (resolved); a message names it as ``given``."""
-    where = f"data={given!r}"
+def _csv(path: str, given: str | None = None) -> tuple[NDArray, NDArray | None]:
+    """The points of the CSV file at ``path``; a message names it as ``given`` (the path the
+    user gave, not where it resolves)."""
+    where = f"data={given or path!r}"
     try:
         frame = pd.read_csv(path)
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:

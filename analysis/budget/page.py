@@ -82,6 +82,6 @@ def kmeans_readings(env: DPKMeansModel) -> dict[str, float]:
 PAGE = Page("kmeans", "DP k-means", DPKMeansModel, KMeansConfig,
             ("data", "method", "iterations", "epsilon", "repetitions"),
             kmeans_agents, kmeans_measures, kmeans_readings,
-            fixed={"iterations": 10, "repetitions": 4, "epsilon": 0.3},
+            fixed={"iterations": 10, "repetitions": 4, "epsilon": 0.3}, steps="iterations",
             choices={"data": page_data_sets, "method": budget_methods},
             display_max={"epsilon": 5.0, "repetitions": 100})

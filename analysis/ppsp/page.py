@@ -93,4 +93,4 @@ PAGE = Page("ppsp", "PPSP ring", PPSPModel, PPSPConfig,
             ppsp_agents, ppsp_measures, ppsp_readings, detail=ppsp_detail, size="n",
             fixed={"n": 10, "K": 400, "c": 100.0, "leave_at": 150, "leave_node": 3,
                    "join_at": 250, "replications": 20},
-            display_max={"n": 1000, "K": 10000, "replications": 200})
+            display_max={"n": 1000, "K": 10000, "replications": 200}, steps="K")

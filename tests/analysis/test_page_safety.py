@@ -76,23 +76,36 @@ def test_an_empty_query_is_one_line(folder):
 PORT = 8123
 
 
-def _call(token: str | None, kind: str = "http", host: str = f"127.0.0.1:{PORT}",
-          origin: str | None = None, cookie: str | None = None, query_string: str = ""):
+def _call(guard: Guard | str | None, kind: str = "http", host: str = f"127.0.0.1:{PORT}",
+          origin: str | None = None, cookie: str | None = None, query_string: str = "",
+          path: str = "/results", method: str = "GET"):
+    """Drive ``guard`` (or a new one with that token) with one request; return the paths the
+    app behind it saw and what was sent back."""
     reached, sent = [], []
 
     async def app(scope, receive, send):
         reached.append(scope["path"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
 
     async def send(message):
         sent.append(message)
 
+    if not isinstance(guard, Guard):
+        guard = Guard(None, PORT, guard)
+    guard.app = app
     headers = [(b"host", host.encode())]
     headers += [(b"origin", origin.encode())] if origin else []
     headers += [(b"cookie", cookie.encode())] if cookie else []
-    scope = {"type": kind, "path": "/results", "root_path": "", "headers": headers,
-             "query_string": query_string.encode()}
-    asyncio.run(Guard(app, PORT, token)(scope, None, send))
+    scope = {"type": kind, "path": path, "root_path": "", "headers": headers,
+             "query_string": query_string.encode(), "method": method}
+    asyncio.run(guard(scope, None, send))
     return reached, sent
+
+
+def _cookie(guard: Guard) -> str:
+    """The cookie a browser gets for opening the token's address."""
+    _, sent = _call(guard, query_string=f"token={guard.token}")
+    return dict(sent[0]["headers"])[b"set-cookie"].decode().split(";")[0]
 
 
 def _status(sent) -> int | str:
@@ -101,36 +114,93 @@ def _status(sent) -> int | str:
 
 def test_the_guard_lets_the_token_in_once_and_its_cookie_after():
     token = new_token()
-    reached, sent = _call(token, query_string=f"token={token}&x=1")
+    guard = Guard(None, PORT, token)
+    reached, sent = _call(guard, query_string=f"token={token}&x=1")
     assert not reached and _status(sent) == 303
     headers = dict(sent[0]["headers"])
     assert headers[b"location"] == b"/results?x=1"  # the token leaves the address bar
     cookie = headers[b"set-cookie"].decode()
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     pair = cookie.split(";")[0]
+    assert token not in pair  # another port's page may read the cookie: not the token
     for kind in ("http", "websocket"):
-        assert _call(token, kind, cookie=pair)[0] == ["/results"]
-        assert _call(token, kind, cookie=pair, origin=f"http://localhost:{PORT}")[0]
+        assert _call(guard, kind, cookie=pair)[0] == ["/results"]
+        assert _call(guard, kind, cookie=pair, origin=f"http://localhost:{PORT}")[0]
+    # a page on another port may have set one more cookie of the same name: still let in
+    assert _call(guard, cookie=f"privgames-{PORT}=junk; {pair}")[0] == ["/results"]
+    # the cookie of another server start, or another port's, is refused
+    assert not _call(Guard(None, PORT, token), cookie=pair)[0]
+    assert not _call(Guard(None, PORT + 1, token), host=f"127.0.0.1:{PORT + 1}",
+                     cookie=pair.replace(str(PORT), str(PORT + 1)))[0]
 
 
 @pytest.mark.parametrize("kind", ["http", "websocket"])
 @pytest.mark.parametrize("attack", [
     {},  # no token
     {"query_string": "token=wrong"},
-    {"cookie": f"privgames-token-{PORT}=wrong"},
+    {"cookie": f"privgames-{PORT}=wrong"},
+    {"good_cookie": True, "method": "POST"},  # a state change without this server's Origin
+    {"good_cookie": True, "method": "POST", "origin": "http://127.0.0.1:9999"},
     {"host": f"evil.example:{PORT}", "good_cookie": True},  # DNS rebinding
     {"host": "127.0.0.1:9999", "good_cookie": True},
     {"origin": "http://evil.example", "good_cookie": True},  # another site's page
     {"origin": f"http://127.0.0.1:{PORT}.evil.example", "good_cookie": True},
 ])
 def test_the_guard_refuses(kind, attack):
-    token = new_token()
+    guard = Guard(None, PORT, new_token())
     attack = dict(attack)
+    if kind == "websocket" and "method" in attack:
+        pytest.skip("a websocket has no method: its Origin is checked in the other cases")
     if attack.pop("good_cookie", False):
-        attack["cookie"] = f"privgames-token-{PORT}={token}"
-    reached, sent = _call(token, kind, **attack)
+        attack["cookie"] = _cookie(guard)
+    reached, sent = _call(guard, kind, **attack)
     assert not reached
     assert _status(sent) == (403 if kind == "http" else "websocket.close")
+
+
+def test_every_response_forbids_framing_and_sniffing():
+    """A page on another local port must not frame the pages (clickjacking): every response,
+    the app's, the redirect and a refusal, says so."""
+    guard = Guard(None, PORT, new_token())
+    for sent in (_call(guard, cookie=_cookie(guard))[1],
+                 _call(guard, query_string=f"token={guard.token}")[1], _call(guard)[1]):
+        headers = dict(sent[0]["headers"])
+        assert headers[b"x-frame-options"] == b"DENY"
+        assert headers[b"content-security-policy"] == b"frame-ancestors 'none'"
+        assert headers[b"x-content-type-options"] == b"nosniff"
+
+
+@pytest.mark.parametrize("path", ["//evil.example/x", "///evil.example/x", "/\\evil.example"])
+def test_the_token_redirect_stays_on_this_server(path):
+    guard = Guard(None, PORT, new_token())
+    _, sent = _call(guard, path=path, query_string=f"token={guard.token}")
+    location = dict(sent[0]["headers"])[b"location"].decode()
+    assert location.startswith("/") and not location.startswith("//")
+    assert "\\" not in location
+
+
+def test_a_path_beyond_latin_1_is_redirected_not_a_500():
+    guard = Guard(None, PORT, new_token())
+    _, sent = _call(guard, path="/€", query_string=f"token={guard.token}")
+    assert _status(sent) == 303
+    assert dict(sent[0]["headers"])[b"location"] == b"/%E2%82%AC"
+
+
+def test_the_peer_of_a_loopback_connection_is_its_owner():
+    """The guard's first check: the owner of the client's socket, which the kernel reports;
+    a connection made here is this user's."""
+    import os
+    import socket
+
+    from privgames.analysis.page_server import peer_uid
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            assert peer_uid(client.getsockname(), port) == os.getuid()
+            assert peer_uid(("127.0.0.1", 1), port) is None
 
 
 def test_no_token_still_checks_host_and_origin():
