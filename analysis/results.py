@@ -270,9 +270,8 @@ def query(results_dir: Path, sql: str, *, max_rows: int | None = None,
         relation = con.sql(sql)
         columns = len(relation.columns)
         if max_columns is not None and columns > max_columns:
-            relation = relation.select(*[duckdb.ColumnExpression('"' + c.replace('"', '""')
-                                                                 + '"')
-                                         for c in relation.columns[:max_columns]])
+            relation = relation.project(", ".join('"' + c.replace('"', '""') + '"'
+                                                  for c in relation.columns[:max_columns]))
         if max_cells is not None:
             fit = max(1, max_cells // len(relation.columns))
             max_rows = fit if max_rows is None else min(max_rows, fit)

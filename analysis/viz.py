@@ -93,8 +93,9 @@ def Table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> Any:
                                 for cell in cells) + "</tr>"
 
     body = "".join(row("td", cells) for cells in rows)
-    return solara.HTML(tag="table", style=TABLE_STYLE,
-                       unsafe_innerHTML=f"<thead>{row('th', header)}</thead><tbody>{body}</tbody>")
+    return solara.HTML(tag="div", style="overflow-x: auto; max-width: 100%",
+                       unsafe_innerHTML=f'<table style="{TABLE_STYLE}"><thead>'
+                       f"{row('th', header)}</thead><tbody>{body}</tbody></table>")
 
 
 def _agents(model: Any) -> Any:
@@ -263,9 +264,9 @@ def _query(folder: Path, sql: str) -> Any:
     except ConfigError as err:  # a user's SQL: show DuckDB's message or the limit, as text
         return solara.Error(str(err))
     with solara.Column() as column:
-        Table(table.header, table.rows)
         if table.note:
             solara.Text(table.note)
+        Table(table.header, table.rows)
     return column
 
 
