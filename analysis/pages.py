@@ -20,6 +20,7 @@ import io
 import json
 import logging
 import math
+import sys
 import threading
 import time
 import weakref
@@ -251,6 +252,13 @@ class PageModel(mesa.Model):
         self.running = (self.error is None and self.env.running
                         and self.env.rounds_left() > 0 and not getattr(self.env, "ended", False))
 
+    def end(self) -> None:
+        """Drop the environment (its session closed, or it made a new model): the page says
+        so if it is still shown."""
+        self.env, self.running = None, False
+        self._figures.clear()
+        self.error = "this model has ended (its session made a new one or closed): press Reset"
+
     def readings(self) -> dict[str, float]:
         """The numbers the page prints: its readings, then the selected agent's."""
         found = self.page.readings(self.env)
@@ -299,25 +307,43 @@ PAGE_SECONDS, STOP_SECONDS = 10.0, 30.0
 MAX_MODELS = 12
 
 
+@dataclass
+class _Hold:
+    """A live model's reservation: its bytes, the browser session (Solara kernel) that holds
+    it, and the model."""
+
+    bytes: float
+    session: str | None
+    model: weakref.ref
+
+
 class Admissions:
     """The pages' live models and the memory they hold, admitted against one budget: the
     memory guard's share of what this server may take (:func:`guard.available_memory`: the
     least of ``MemAvailable``, the cgroup's room and ``RLIMIT_AS``), fixed at the first
-    admission, so that seven pages that each fit cannot together pass it."""
+    admission, so that seven pages that each fit cannot together pass it.
+
+    A browser session holds one model: its previous one (a Reset, another page in the same
+    tab) is ended when it is admitted a new one, and a session's model is ended when Solara
+    closes the session (its tab closed, or a minute after its connection dropped). Ending a
+    model drops its environment at once: Mesa 3.3's controls leave a closure per session in
+    Solara's kernel-start callbacks, so the model object itself is never collected.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[int, float] = {}
+        self._held: dict[int, _Hold] = {}
         self.budget: float | None = None
 
     def held(self) -> tuple[int, float]:
         """``(models, bytes)`` held now."""
         with self._lock:
-            return len(self._held), sum(self._held.values())
+            self._end_closed(None)
+            return len(self._held), sum(h.bytes for h in self._held.values())
 
     def admit(self, model: Any, config: Any, page: Page) -> None:
-        """Hold ``config``'s estimated peak memory for ``model`` until it is collected, or
-        raise ``ConfigError`` naming the input to lower and by how much."""
+        """Hold ``config``'s estimated peak memory for ``model`` until it ends or is
+        collected, or raise ``ConfigError`` naming the input to lower and by how much."""
         fp = footprint_of(config)
         with self._lock:
             if self.budget is None:
@@ -331,20 +357,32 @@ class Admissions:
                               f"{duration(seconds)} a step on this page, above its limit of "
                               f"{PAGE_SECONDS:g} s: lower {name} to about "
                               f"{_scaled(getattr(config, name), PAGE_SECONDS / seconds)}", name)
+        session = _session()
         for collected in (False, True):
-            if collected:  # a page's old models wait for the cycle collector
+            if collected:  # models made outside a session wait for the cycle collector
                 gc.collect()
             with self._lock:
-                room = min(self.budget - sum(self._held.values()),
+                self._end_closed(session)
+                room = min(self.budget - sum(h.bytes for h in self._held.values()),
                            DEFAULT_SHARE * available_memory())
                 if len(self._held) < MAX_MODELS and fp.peak_bytes <= room:
-                    self._held[id(model)] = fp.peak_bytes
+                    self._held[id(model)] = _Hold(fp.peak_bytes, session, weakref.ref(model))
                     weakref.finalize(model, self._release, id(model))
                     return
         if len(self._held) >= MAX_MODELS:
             raise ConfigError(f"this server already runs {MAX_MODELS} pages' models (its "
                               "limit): close a page, or wait a minute after closing one")
         raise self._too_big(config, fp, room)
+
+    def _end_closed(self, session: str | None) -> None:
+        """End (under the lock) the models of ``session`` and of every closed session."""
+        live = _live_sessions()
+        for key, hold in list(self._held.items()):
+            if hold.session is not None and (hold.session == session or hold.session not in live):
+                del self._held[key]
+                model = hold.model()
+                if model is not None:
+                    model.end()
 
     def _too_big(self, config: Any, fp: Any, room: float) -> ConfigError:
         value = getattr(config, fp.driver)
@@ -357,6 +395,27 @@ class Admissions:
     def _release(self, key: int) -> None:
         with self._lock:
             self._held.pop(key, None)
+
+
+def _session() -> str | None:
+    """The Solara kernel (browser session) this thread renders for, or ``None`` outside the
+    server."""
+    contexts = sys.modules.get("solara.server.kernel_context")
+    if contexts is None:
+        return None
+    try:
+        return contexts.get_current_context().id
+    except Exception:  # noqa: BLE001 - no current kernel: not in a session
+        return None
+
+
+def _live_sessions() -> set[str]:
+    """The ids of Solara's open kernels (none outside the server)."""
+    contexts = sys.modules.get("solara.server.kernel_context")
+    if contexts is None:
+        return set()
+    return {key for key, context in list(contexts.contexts.items())
+            if not context.closed_event.is_set()}
 
 
 #: The one ledger of this process's pages.

@@ -64,7 +64,9 @@ def _address_space() -> int:
 
 def _child(conn: Any, work: Callable[..., Any], args: tuple, seconds: float,
            memory: int) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)  # the server's own cap, if it has one
     cap = _address_space() + memory + OVERHEAD
+    cap = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     cpu = int(seconds) + 2  # the parent kills at ``seconds``; this holds if it cannot
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
