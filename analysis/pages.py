@@ -353,10 +353,11 @@ class Admissions:
         seconds = page.step_seconds(config, fp)
         if seconds > PAGE_SECONDS:
             name = page.size or fp.driver
+            fits = _largest(config, name, lambda c: page.step_seconds(
+                c, footprint_of(c)) <= PAGE_SECONDS)
             raise ConfigError(f"{name}={getattr(config, name)} would take about "
                               f"{duration(seconds)} a step on this page, above its limit of "
-                              f"{PAGE_SECONDS:g} s: lower {name} to about "
-                              f"{_scaled(getattr(config, name), PAGE_SECONDS / seconds)}", name)
+                              f"{PAGE_SECONDS:g} s: lower {name} to {fits} or less", name)
         session = _session()
         for collected in (False, True):
             if collected:  # models made outside a session wait for the cycle collector
@@ -385,12 +386,14 @@ class Admissions:
                     model.end()
 
     def _too_big(self, config: Any, fp: Any, room: float) -> ConfigError:
-        value = getattr(config, fp.driver)
-        return ConfigError(f"{fp.driver}={value} needs about {human_bytes(fp.peak_bytes)} of "
-                           f"memory; this server's pages may still take {human_bytes(room)} "
-                           f"(of {human_bytes(self.budget)}): lower {fp.driver} to about "
-                           f"{_scaled(value, max(room, 0.0) / fp.peak_bytes)}, or close "
-                           "another page", fp.driver)
+        fits = _largest(config, fp.driver, lambda c: footprint_of(c).peak_bytes <= room)
+        lower = f"lower {fp.driver} to {fits} or less" if fits is not None else \
+            f"no {fp.driver} fits"
+        return ConfigError(f"{fp.driver}={getattr(config, fp.driver)} needs about "
+                           f"{human_bytes(fp.peak_bytes)} of memory; this server's pages may "
+                           f"still take {human_bytes(max(room, 0.0))} (of "
+                           f"{human_bytes(self.budget)}): {lower}, or close another page",
+                           fp.driver)
 
     def _release(self, key: int) -> None:
         with self._lock:
@@ -422,15 +425,32 @@ def _live_sessions() -> set[str]:
 LIVE = Admissions()
 
 
-def _scaled(value: Any, factor: float) -> Any:
-    """``value`` times ``factor`` (below 1), rounded down to two significant digits; an
-    integer stays one."""
-    target = float(value) * factor
-    if target <= 0:
-        return 0
-    scale = 10.0 ** (math.floor(math.log10(target)) - 1)
-    low = math.floor(target / scale) * scale
-    return int(low) if isinstance(value, int) else float(f"{low:.2g}")
+def _largest(config: Any, name: str, fits: Callable[[Any], bool]) -> Any:
+    """The largest value of ``config``'s ``name`` below its own that ``fits`` (the config
+    made anew with it: its own validation, its own footprint), two significant digits, or
+    ``None``: what a refusal tells the user to lower it to."""
+    value = getattr(config, name)
+    integer = isinstance(value, int)
+
+    def ok(v: float) -> bool:
+        try:
+            return fits(dataclasses.replace(config, **{name: int(v) if integer else v}))
+        except (ConfigError, ValueError, TypeError):
+            return False
+
+    high = float(value)  # does not fit; halve down to a value that does, then bisect
+    low = high / 2.0
+    while not ok(low):
+        high, low = low, low / 2.0
+        if low < 1e-12:
+            return None
+    for _ in range(40):
+        middle = math.sqrt(low * high)
+        low, high = (middle, high) if ok(middle) else (low, middle)
+    scale = 10.0 ** (math.floor(math.log10(low)) - 1)
+    rounded = math.floor(low / scale) * scale
+    found = int(rounded) if integer else float(f"{rounded:.2g}")
+    return found if ok(found) else (int(low) if integer else low)
 
 
 def format_reading(value: float) -> str:

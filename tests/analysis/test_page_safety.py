@@ -6,6 +6,8 @@ into the kmeans page. The browser-side ones (a value or a report rendered as HTM
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -249,3 +251,203 @@ def test_a_page_refuses_an_agent_that_is_not_a_positive_integer():
     for bad in ("x", 0, 2.5):
         model = PageModel.of(page)(agent=bad, **page.defaults())
         assert model.env is None and model.error.startswith(f"agent={bad!r}")
+
+
+# Hard limits (issue 43): the sandbox, the capped table, the pages' admissions, the folder.
+
+def test_a_query_past_its_memory_or_time_is_stopped_by_the_operating_system(folder):
+    """``list_sort`` never checks DuckDB's interrupt and ``unnest(range(3e8))`` allocates past
+    DuckDB's own ``memory_limit``: in the child process both end at its limits, one line each,
+    and the next query runs."""
+    from privgames.analysis.results import query_table
+    from privgames.analysis.sandbox import LimitExceeded, run_limited
+
+    def run(sql: str, seconds: float = 10.0):
+        return run_limited(query_table, folder, sql, 500, 50, 5000, 200, 2**27,
+                           seconds=seconds, memory=2**27)
+
+    with pytest.raises(LimitExceeded, match=r"^the query needs more than 128 MB of memory"):
+        run("SELECT count(*) FROM (SELECT unnest(range(300000000)) AS x)")
+    started = time.perf_counter()
+    with pytest.raises(LimitExceeded, match=r"^the query stopped at 1 s \(its time limit\)$"):
+        run("SELECT sum(a.range) FROM range(100000000000) a", seconds=1.0)
+    assert time.perf_counter() - started < 5.0
+    with pytest.raises(ConfigError, match=r"^query refused: give one SELECT"):
+        run("COPY (SELECT 1) TO 'x.csv'")
+    assert run("SELECT sum(value) AS s FROM results").rows == [["6.0"]]
+
+
+def test_a_wide_or_long_result_is_cut_to_a_page_of_text_cells(folder):
+    from privgames.analysis.results import query_table
+
+    wide = ("SELECT " + ", ".join(f'range AS "c{i}""<b>"' for i in range(200))
+            + ", repeat('x', 1000) AS long FROM range(500)")
+    table = query_table(folder, wide, 500, 50, 5000, 200, 2**28)
+    assert len(table.header) == 50 and len(table.rows) == 100  # 5,000 cells
+    assert table.header[0] == 'c0"<b>'  # a name is text, quoted back as DuckDB needs
+    assert table.note == "the first 100 rows and the first 50 of 201 columns are shown"
+    cut = query_table(folder, "SELECT repeat('x', 1000) AS long", 500, 50, 5000, 200, 2**28)
+    assert len(cut.rows[0][0]) == 200 and cut.rows[0][0].endswith("…")
+    assert query_table(folder, "SELECT NULL AS n", 500, 50, 5000, 200, 2**28).rows == [[""]]
+
+
+def test_a_results_folder_yields_only_its_regular_files_under_the_cap(tmp_path):
+    import os
+
+    from privgames.analysis.results import parquet_files, read_capped, write_parquet
+
+    write_parquet(pd.DataFrame({"v": [1.0]}), tmp_path / "real.parquet")
+    (tmp_path / "fig.png").write_bytes(b"\x89PNG")
+    os.mkfifo(tmp_path / "fifo.png")
+    os.mkfifo(tmp_path / "fifo.parquet")
+    (tmp_path / "zero.png").symlink_to("/dev/zero")
+    (tmp_path / "passwd.parquet").symlink_to("/etc/passwd")
+    (tmp_path / "inside.png").symlink_to(tmp_path / "fig.png")
+    (tmp_path / "loop.png").symlink_to(tmp_path / "loop.png")
+    (tmp_path / "big.png").write_bytes(b"x" * 101)
+    assert [p.name for p in parquet_files(tmp_path)] == ["real.parquet"]
+    read = {p.name: read_capped(p, tmp_path, 100) for p in sorted(tmp_path.glob("*.png"))}
+    assert read == {"big.png": None, "fifo.png": None, "fig.png": b"\x89PNG",
+                    "inside.png": b"\x89PNG", "loop.png": None, "zero.png": None}
+
+
+def test_the_kmeans_page_offers_no_csv_that_leaves_its_folder_and_names_it_as_given(
+        tmp_path, monkeypatch):
+    import os
+
+    from privgames.analysis.page_server import DATA_ENV
+    from privgames.analysis.pages import all_pages
+    from privgames.environments.kmeans_data import load_points
+
+    good = tmp_path / "good.csv"
+    good.write_text("x,y\n" + "\n".join(f"{i % 7},{i % 5}" for i in range(20)) + "\n")
+    (tmp_path / "passwd.csv").symlink_to("/etc/passwd")
+    os.mkfifo(tmp_path / "fifo.csv")
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    offered = all_pages()["kmeans"].model_params()["data"]["values"]
+    assert offered == ["unbalance", "birch3", str(good)]
+    link = tmp_path / "link.csv"
+    link.symlink_to(tmp_path / "broken.txt")
+    (tmp_path / "broken.txt").write_text("not, a\ncsv\n")
+    with pytest.raises(ConfigError, match=rf"^data='{link}'"):  # not where it resolves
+        load_points(str(link))
+
+
+def test_every_bad_page_input_is_one_line_and_the_seed_is_checked():
+    from privgames.analysis.pages import PageModel, all_pages
+
+    page = all_pages()["pricing"]
+    cases = [({"seed": -1}, r"^seed=-1 is out of range"),
+             ({"seed": "abc"}, r"^seed='abc' is not an integer"),
+             ({"N": "abc"}, r"^N='abc' is not an integer"),
+             ({"alpha_mean": "[" * 20000}, r"^--set alpha_mean: JSON nested too deeply"),
+             ({"alpha_mean": "[1, 2"}, r"^--set alpha_mean: bad JSON")]
+    for change, message in cases:
+        seed = change.pop("seed", 0)
+        model = PageModel.of(page)(seed=seed, **{**page.defaults(), **change})
+        assert model.env is None and re.match(message, model.error), model.error
+        assert "\n" not in model.error and "Traceback" not in model.error
+        model.step()  # a refused model steps as nothing
+        assert not model.running
+
+
+def test_a_step_that_raises_ends_the_run_with_one_line(monkeypatch):
+    from privgames.analysis.pages import PageModel, all_pages
+
+    page = all_pages()["ppsp"]
+    model = PageModel.of(page)(**page.defaults())
+
+    def broken() -> None:
+        raise FloatingPointError("a solver stopped converging\nwith a second line")
+
+    monkeypatch.setattr(model.env, "step", broken)
+    model.step()
+    assert model.error == ("FloatingPointError: a solver stopped converging (not a value this "
+                           "page can run)")
+    assert not model.running
+
+
+def test_pages_together_cannot_pass_the_budget_and_the_refusal_says_by_how_much(monkeypatch):
+    """Seven pages of ``bas K=10000 d=10000`` each fit the memory guard (1.6 GiB) and together
+    killed the server: the ledger admits them while their sum fits the budget, then refuses
+    naming K and a value that fits; a page collected gives its room back."""
+    import gc
+
+    from privgames.analysis import pages
+    from privgames.analysis.pages import Admissions, PageModel, all_pages
+
+    monkeypatch.setattr(pages, "LIVE", Admissions())
+    pages.LIVE.budget = 4.0 * 2**30
+    page = all_pages()["bas"]
+    big = {**page.defaults(), "K": 10_000, "d": 10_000}
+    admitted = [PageModel.of(page)(**big) for _ in range(2)]
+    assert all(m.error is None for m in admitted)
+    refused = PageModel.of(page)(**big)
+    found = re.fullmatch(r"K=10000 needs about 1\.\d+ GiB of memory; this server's pages may "
+                         r"still take (\S+) MiB \(of 4 GiB\): lower K to (\d+) or less, or close "
+                         r"another page", refused.error)
+    assert found and refused.env is None, refused.error
+    smaller = PageModel.of(page)(**{**big, "K": int(found.group(2))})
+    assert smaller.error is None  # the suggested value fits
+    del admitted, smaller
+    gc.collect()
+    assert pages.LIVE.held() == (0, 0.0)
+    assert PageModel.of(page)(**big).error is None
+
+
+def test_live_models_are_capped(monkeypatch):
+    from privgames.analysis import pages
+    from privgames.analysis.pages import MAX_MODELS, Admissions, PageModel, all_pages
+
+    monkeypatch.setattr(pages, "LIVE", Admissions())
+    page = all_pages()["ppsp"]
+    held = [PageModel.of(page)(**page.defaults()) for _ in range(MAX_MODELS)]
+    assert all(m.error is None for m in held)
+    assert PageModel.of(page)(**page.defaults()).error == (
+        f"this server already runs {MAX_MODELS} pages' models (its limit): close a page, or "
+        "wait a minute after closing one")
+    held.pop()
+    assert PageModel.of(page)(**page.defaults()).error is None
+
+
+def test_a_page_whose_step_would_pass_the_work_limit_is_refused_with_a_value_that_fits(
+        monkeypatch):
+    from privgames.analysis import pages
+    from privgames.analysis.pages import PAGE_SECONDS, Admissions, PageModel, all_pages
+    from privgames.environments.config import footprint_of
+
+    monkeypatch.setattr(pages, "LIVE", Admissions())
+    pages.LIVE.budget = float("inf")  # the work limit alone
+    page = all_pages()["apes"]
+    model = PageModel.of(page)(**{**page.defaults(), "n": 10**6})
+    found = re.fullmatch(r"n=1000000 would take about (\S+) s a step on this page, above its "
+                         rf"limit of {PAGE_SECONDS:g} s: lower n to (\d+) or less", model.error)
+    assert found and model.env is None, model.error
+    assert float(found.group(1)) > PAGE_SECONDS
+    fits = page.config_type(**{**page.values(), "n": int(found.group(2))})
+    assert page.step_seconds(fits, footprint_of(fits)) <= PAGE_SECONDS
+
+
+def test_a_refusal_names_the_parameter_that_drives_the_memory():
+    """BAS at ``rounds=1e12`` was refused naming ``replications=1000``: the per-round records
+    (``rounds x K``) drive it."""
+    from privgames.environments.bas_chain import BASChainConfig
+
+    assert BASChainConfig(rounds=10**12).footprint().driver == "rounds"
+    assert BASChainConfig(replications=10**9).footprint().driver == "replications"
+    assert BASChainConfig(K=10_000, d=10_000).footprint().driver == "K"
+
+
+def test_the_memory_budget_is_the_least_of_the_machine_the_cgroup_and_the_address_space():
+    """Under ``RLIMIT_AS`` (set in a child, as a test or a service manager would) the budget
+    follows the cap, not the host's ``MemAvailable``."""
+    import subprocess
+    import sys
+
+    code = ("import resource; from privgames.analysis.guard import available_memory, "
+            "_status_bytes; held = _status_bytes('VmSize:'); resource.setrlimit("
+            "resource.RLIMIT_AS, (int(held) + 2**30, resource.RLIM_INFINITY)); "
+            "print(available_memory() / 2**30)")
+    room = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout)
+    assert 0.9 < room <= 1.0
