@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -203,6 +204,19 @@ def test_the_peer_of_a_loopback_connection_is_its_owner():
         with socket.create_connection(("127.0.0.1", port)) as client:
             assert peer_uid(client.getsockname(), port) == os.getuid()
             assert peer_uid(("127.0.0.1", 1), port) is None
+            server.accept()[0].close()
+        if os.getuid() != 0 or not Path("/usr/bin/python3").exists():
+            return  # becoming another user needs root
+        other = subprocess.Popen(["/usr/bin/python3", "-I", "-c", "import socket, time; s = "
+                                  f"socket.create_connection(('127.0.0.1', {port})); "
+                                  "time.sleep(30)"], user=65534, group=65534, cwd="/")
+        try:
+            accepted, address = server.accept()
+            assert peer_uid(address, port) == 65534  # the client's end: not the server's
+            accepted.close()
+        finally:
+            other.kill()
+            other.wait()
 
 
 def test_no_token_still_checks_host_and_origin():
