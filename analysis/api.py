@@ -7,8 +7,10 @@ K=20 --seed 0 --workers 0`` does, returning a :class:`Result` instead of printin
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,15 @@ import pandas as pd
 
 from privgames.analysis import experiments as registry
 from privgames.analysis import guard
-from privgames.analysis.results import to_json_value, write_json, write_parquet, write_with
+from privgames.analysis.results import (
+    content_digest,
+    parquet_metadata,
+    read_parquet,
+    to_json_value,
+    write_json,
+    write_parquet,
+    write_with,
+)
 
 
 @dataclass
@@ -116,7 +126,8 @@ def run(name: str, *, seed: int = 0, workers: int | str | None = "auto",
         address: str | None = None,
         out: str | Path | None = None, scale: str = "quick", progress: bool = False,
         params: Mapping[str, Any] | None = None, max_memory: float | str | None = None,
-        max_work: float | None = None, **overrides: Any) -> Result:
+        max_work: float | None = None, keep_finished: bool = False,
+        **overrides: Any) -> Result:
     """Run experiment ``name`` with parameter overrides ``params``.
 
     Args:
@@ -135,9 +146,13 @@ def run(name: str, *, seed: int = 0, workers: int | str | None = "auto",
         max_memory, max_work: budgets in bytes (or a size such as ``"4G"``) and operations
             (``privgames.analysis.guard``); a run estimated to pass one is refused before it
             starts. Every bad argument raises ``ConfigError`` naming it, before anything runs.
+        keep_finished: reuse ``out/NAME.parquet`` when it was written by a run with the same
+            key (experiment, parameters, seed, code) and its rows match their checksum (the
+            summary is computed again from them); what ``reproduce`` does after an
+            interruption.
         **overrides: the same, as keywords.
     """
-    from privgames.analysis.sweep import remove_if_empty, sweep
+    from privgames.analysis.sweep import remove_if_empty, sweep, sweep_key
 
     seed, workers, out, max_memory, max_work = _arguments(seed, workers, scale, out,
                                                           max_memory, max_work)
@@ -145,13 +160,39 @@ def run(name: str, *, seed: int = 0, workers: int | str | None = "auto",
     given = {k: _plain(v) for k, v in {**(params or {}), **overrides}.items()}
     resolved = experiment.resolve(given, scale)
     guard.check(experiment, resolved, workers, max_memory, max_work)
-    parts = None if out is None else Path(out) / ".parts" / name
-    rows = sweep(experiment, resolved, seed, workers, address, parts, progress)
-    if parts is not None:
-        remove_if_empty(parts.parent)  # OUT/.parts, once no run has parts left
+    key = sweep_key(experiment, resolved, seed)
+    rows = _finished(Path(out) / f"{name}.parquet", key) if keep_finished and out else None
+    if rows is not None and progress:
+        print(f"privgames: {name}: already finished in {out} (same parameters, seed and "
+              "code): kept", file=sys.stderr)
+    if rows is None:
+        parts = None if out is None else Path(out) / ".parts" / name
+        rows = sweep(experiment, resolved, seed, workers, address, parts, progress)
+        if parts is not None:
+            remove_if_empty(parts.parent)  # OUT/.parts, once no run has parts left
     summary = to_json_value({"experiment": name, "seed": seed, "scale": scale,
                              "parameters": resolved, **experiment.summarize(rows, resolved)})
     if out is not None:
-        write_parquet(rows, Path(out) / f"{name}.parquet", experiment.infinite)
+        identity = json.dumps({"key": key, "sha256": content_digest(rows)}).encode()
+        write_parquet(rows, Path(out) / f"{name}.parquet", experiment.infinite,
+                      metadata={RUN_KEY: identity})
         write_json(summary, Path(out) / f"{name}.summary.json", experiment.infinite)
     return Result(experiment, rows, summary)
+
+
+#: The schema metadata key of a finished run's identity: its sweep key and its rows' digest.
+RUN_KEY = b"privgames.run"
+
+
+def _finished(path: Path, key: str) -> pd.DataFrame | None:
+    """The rows of a finished run at ``path`` if it carries ``key`` and its rows match their
+    digest; ``None`` otherwise (absent, another run's, damaged: it is run again)."""
+    try:
+        identity = json.loads(parquet_metadata(path).get(RUN_KEY, b"{}"))
+        rows = read_parquet(path)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(identity, dict) or identity.get("key") != key or identity.get(
+            "sha256") != content_digest(rows):
+        return None
+    return rows

@@ -31,14 +31,16 @@ def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | str
               address: str | None = None, max_memory: float | None = None,
               max_work: float | None = None, progress: bool = True) -> Path:
     """Run all registered experiments into ``out``; write figures, ``report.md`` and
-    ``timings.json`` (each experiment's wall time in seconds, run and figure, and the total)."""
+    ``timings.json`` (each experiment's wall time in seconds, run and figure, and the total).
+    An experiment already finished in ``out`` by the same parameters, seed and code (after an
+    interruption) is kept, not run again."""
     out = Path(out)
     sections, tally, seconds = [], [], {}
     for e in registry.all_experiments():
         start = time.perf_counter()
         result = api.run(e.name, seed=seed, workers=workers, address=address, out=out,
                          scale=scale, progress=progress, max_memory=max_memory,
-                         max_work=max_work)
+                         max_work=max_work, keep_finished=True)
         claims = result.claims()
         drawn = result.save_figure(out)
         figure = None if drawn is None else drawn.name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -75,19 +76,42 @@ def infinities(frame: pd.DataFrame, reasons: Mapping[str, str] | None = None) ->
 
 
 def write_parquet(frame: pd.DataFrame, path: Path,
-                  reasons: Mapping[str, str] | None = None) -> None:
+                  reasons: Mapping[str, str] | None = None,
+                  metadata: Mapping[bytes, bytes] | None = None) -> None:
     """Write ``frame`` to ``path`` via a temporary file and an atomic rename; its infinities
     and why (``reasons``: name -> reason) go into the schema's metadata (:func:`infinities`,
-    read back by :func:`parquet_infinities`)."""
+    read back by :func:`parquet_infinities`), with ``metadata``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
     found = infinities(frame, reasons)
-    if found:
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                               PARQUET_KEY: json.dumps(found).encode()})
+    extra = {**({PARQUET_KEY: json.dumps(found).encode()} if found else {}),
+             **(metadata or {})}
+    if extra:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **extra})
     write_with(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def content_digest(frame: pd.DataFrame) -> str:
+    """A SHA-256 of ``frame``'s columns, dtypes and values as Parquet stores them (the frame
+    through Arrow and back: an object column of missing values reads back as float), by
+    pandas' per-row hashes: a frame and its Parquet file's rows give the same digest, one
+    flipped bit another."""
+    import pyarrow as pa
+
+    frame = pa.Table.from_pandas(frame, preserve_index=False).to_pandas()
+    digest = hashlib.sha256(json.dumps([[str(c), str(t)] for c, t in frame.dtypes.items()])
+                            .encode())
+    digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def parquet_metadata(path: Path) -> dict[bytes, bytes]:
+    """The schema metadata of the Parquet file at ``path``."""
+    import pyarrow.parquet as pq
+
+    return dict(pq.read_schema(path).metadata or {})
 
 
 def parquet_infinities(path: Path) -> dict:

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from privgames.analysis import guard
 from privgames.analysis.experiments import Experiment, Unit, get
-from privgames.analysis.results import read_parquet, write_parquet
+from privgames.analysis.results import content_digest, parquet_metadata, read_parquet, write_parquet
 from privgames.environments.config import footprint_of
 from privgames.environments.ray_session import ensure_ray
 
@@ -76,10 +76,10 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
     the rows are the same either way. ``parts_dir`` keeps finished tasks for resuming.
     """
     tasks = batches(experiment.units(params, seed))
-    key = _sweep_key(experiment, params, seed)
+    key = sweep_key(experiment, params, seed)
     parts = {i: _part_path(parts_dir, key, i) for i in range(len(tasks))}
     done = {i: frame for i, p in parts.items() if p is not None and p.exists()
-            and (frame := _read_part(p)) is not None}
+            and (frame := _read_part(p, key, i)) is not None}
     todo = [i for i in range(len(tasks)) if i not in done]
     if address:  # join the cluster up front: environments with a Ray backend use it too
         ensure_ray(None if workers == AUTO else workers, address)
@@ -97,7 +97,7 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
 
     def finish(i: int, frame: pd.DataFrame) -> None:
         if parts[i] is not None:
-            write_parquet(frame, parts[i])
+            _write_part(frame, parts[i], key, i)
         done[i] = frame
         bar.set_postfix_str(left_now(), refresh=False)
         bar.update(work[i])
@@ -189,19 +189,41 @@ def _task_work(experiment: Experiment, params: Mapping[str, Any],
     return [sum(unit_work(label) for label, _ in task) for task in tasks]
 
 
-def _read_part(path: Path) -> pd.DataFrame | None:
+#: The schema metadata key of a part's identity: its sweep's key, its task and its digest.
+PART_KEY = b"privgames.part"
+
+
+def _write_part(frame: pd.DataFrame, path: Path, key: str, task: int) -> None:
+    """A finished task's rows, with the sweep key, the task's index and the rows' digest
+    (:func:`~privgames.analysis.results.content_digest`) in the file's metadata."""
+    identity = {"key": key, "task": task, "sha256": content_digest(frame)}
+    write_parquet(frame, path, metadata={PART_KEY: json.dumps(identity).encode()})
+
+
+def _read_part(path: Path, key: str, task: int) -> pd.DataFrame | None:
     """A finished task's rows, or None (with a one-line warning, the file deleted, the task to
-    be recomputed) when the part is empty or truncated, e.g. after a power loss."""
+    be recomputed) when the part is empty or truncated (a power loss), belongs to another
+    sweep or task (copied over), or its rows no longer match their digest (a flipped bit)."""
     try:
-        return read_parquet(path)
+        frame = read_parquet(path)
+        identity = json.loads(parquet_metadata(path).get(PART_KEY, b"{}"))
     except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
-        print(f"privgames: warning: {path} is unreadable ({type(err).__name__}); deleting it "
-              "and recomputing that task", file=sys.stderr)
-        path.unlink(missing_ok=True)
-        return None
+        why = f"unreadable ({type(err).__name__})"
+    else:
+        if not isinstance(identity, dict) or (identity.get("key"), identity.get("task")) != (
+                key, task):
+            why = "another task's part"
+        elif identity.get("sha256") != content_digest(frame):
+            why = "its rows do not match their checksum"
+        else:
+            return frame
+    print(f"privgames: warning: {path} is {why}; deleting it and recomputing that task",
+          file=sys.stderr)
+    path.unlink(missing_ok=True)
+    return None
 
 
-def _sweep_key(experiment: Experiment, params: Mapping[str, Any], seed: int) -> str:
+def sweep_key(experiment: Experiment, params: Mapping[str, Any], seed: int) -> str:
     """The part files' key: the experiment, its parameters, the seed and the code that computes
     it (:func:`code_fingerprint`), so parts written by other code are never reused."""
     blob = json.dumps({"name": experiment.name, "params": params, "seed": seed,

@@ -24,7 +24,6 @@ import pytest
 from privgames.analysis.pages import PageModel, all_pages, format_reading
 
 pytestmark = pytest.mark.browser
-CHROMIUM = "/usr/bin/chromium"
 TOKEN = ""  # the running server's (set by the server fixture)
 STEPS = 3
 
@@ -82,18 +81,6 @@ def server(results_folder):
     proc.terminate()
     _, err = proc.communicate(timeout=20)
     assert "Traceback" not in err, err
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the test extra installs it")
-    assert Path(CHROMIUM).exists(), ".ci/run installs Debian's chromium"
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        yield b
-        b.close()
 
 
 @pytest.fixture

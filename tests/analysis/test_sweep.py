@@ -72,16 +72,71 @@ def test_a_corrupt_part_is_recomputed(tmp_path, damage, capsys):
     clean = rows_for(0)
     e = experiments.get("bas-mse-vs-K")
     params = e.resolve(PARAMS)
-    key = sweep._sweep_key(e, params, 11)
+    key = sweep.sweep_key(e, params, 11)
     good = sweep.run_batch(e.name, params, sweep.batches(e.units(params, 11))[0])
     part = sweep._part_path(tmp_path, key, 0)
-    sweep.write_parquet(good, part)
+    sweep._write_part(good, part, key, 0)
     data = part.read_bytes()
     part.write_bytes(b"" if damage == "empty" else data[: len(data) // 2])
     resumed = rows_for(0, parts=tmp_path)
     pd.testing.assert_frame_equal(clean, resumed)
     err = capsys.readouterr().err
     assert err.count("warning") == 1 and "recomputing that task" in err
+
+
+def _finished_parts(tmp_path) -> tuple[pd.DataFrame, list]:
+    """An uninterrupted sweep's rows, and every task's part as a sweep interrupted at its end
+    would have left them."""
+    clean = rows_for(0)
+    e = experiments.get("bas-mse-vs-K")
+    params = e.resolve(PARAMS)
+    key = sweep.sweep_key(e, params, 11)
+    paths = []
+    for i, task in enumerate(sweep.batches(e.units(params, 11))):
+        paths.append(sweep._part_path(tmp_path, key, i))
+        sweep._write_part(sweep.run_batch(e.name, params, task), paths[-1], key, i)
+    return clean, paths
+
+
+def test_a_part_that_parses_but_was_changed_or_moved_is_recomputed(tmp_path, capsys):
+    """A part whose values changed under its metadata (what a flipped bit in an uncompressed
+    page does: it still parses), and a part copied over another task's, are each reported on
+    one line and recomputed; the rows equal an uninterrupted run's."""
+    import pyarrow.parquet as pq
+
+    clean, paths = _finished_parts(tmp_path)
+    table = pq.read_table(paths[0])  # the issue's case: one value changed, the file valid
+    frame = table.to_pandas()
+    frame.loc[3, "value"] = -61.6
+    sweep.write_parquet(frame, paths[0], metadata=table.schema.metadata)
+    paths[1].write_bytes(paths[2].read_bytes())  # another task's part in its place
+    assert len(sweep.read_parquet(paths[0])) == len(clean[clean["K"] == 3]) // 3
+    resumed = rows_for(0, parts=tmp_path)
+    pd.testing.assert_frame_equal(clean, resumed)
+    err = capsys.readouterr().err.splitlines()
+    assert sum("do not match their checksum" in line for line in err) == 1, err
+    assert sum("another task's part" in line for line in err) == 1, err
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_bit_flips_in_parts_never_reach_the_rows(tmp_path, capsys, seed):
+    """Flip bits at random places in every part, then resume: whatever each flip hit (a
+    value, a page header, the footer, the metadata, padding), the rows equal an uninterrupted
+    run's; every part that changed what it reads is recomputed."""
+    import numpy as np
+
+    clean, paths = _finished_parts(tmp_path)
+    rng = np.random.default_rng(seed)
+    for path in paths:
+        data = bytearray(path.read_bytes())
+        for position in rng.integers(0, len(data), size=3):
+            data[position] ^= 1 << int(rng.integers(8))
+        path.write_bytes(bytes(data))
+    resumed = rows_for(0, parts=tmp_path)
+    pd.testing.assert_frame_equal(clean, resumed)
+    warned = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warned) <= len(paths)
+    assert all("recomputing that task" in line for line in warned)
 
 
 def test_units_get_distinct_seeds():
@@ -105,10 +160,11 @@ def _plant_part(tmp_path, fingerprint: str | None, monkeypatch) -> None:
     params = e.resolve(PARAMS)
     if fingerprint is not None:
         monkeypatch.setattr(sweep, "code_fingerprint", lambda module: fingerprint)
-    key = sweep._sweep_key(e, params, 11)
+    key = sweep.sweep_key(e, params, 11)
     monkeypatch.undo()
     rows = sweep.run_batch(e.name, params, sweep.batches(e.units(params, 11))[0])
-    sweep.write_parquet(rows.assign(value=rows["value"] + 1.0), sweep._part_path(tmp_path, key, 0))
+    sweep._write_part(rows.assign(value=rows["value"] + 1.0), sweep._part_path(tmp_path, key, 0),
+                      key, 0)
 
 
 @pytest.mark.parametrize("writer", ["this code", "other code"])
@@ -147,7 +203,7 @@ def test_the_code_fingerprint_follows_the_imported_source_and_the_version(
 
 def test_cleanup_removes_only_this_run_s_temporaries(tmp_path):
     e = experiments.get("bas-mse-vs-K")
-    key = sweep._sweep_key(e, e.resolve(PARAMS), 11)
+    key = sweep.sweep_key(e, e.resolve(PARAMS), 11)
     mine = tmp_path / f".{key}-0003.parquet.x1y2.tmp"
     theirs = tmp_path / ".0123456789abcdef-0000.parquet.a1b2.tmp"  # a concurrent run's write
     for path in (mine, theirs):
@@ -193,3 +249,54 @@ def test_auto_chooses_by_the_measured_first_task(monkeypatch):
 def test_auto_on_ray_gives_the_serial_rows(ray_session, monkeypatch):
     monkeypatch.setattr(sweep, "RAY_WARM_S", 0.0)
     pd.testing.assert_frame_equal(rows_for(0), rows_for("auto"))
+
+
+def test_a_finished_run_is_kept_only_when_its_key_and_rows_match(tmp_path, monkeypatch,
+                                                                  capsys):
+    """``keep_finished`` (what ``reproduce`` uses) reuses ``OUT/NAME.parquet`` when the same
+    parameters, seed and code wrote it and its rows match their checksum; a changed value, or
+    another seed, runs again."""
+    import pyarrow.parquet as pq
+
+    from privgames.analysis import api
+
+    first = api.run("bas-mse-vs-K", seed=11, workers=0, out=tmp_path, params=PARAMS)
+    real, calls = sweep.sweep, []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "sweep", counting)
+    kept = api.run("bas-mse-vs-K", seed=11, workers=0, out=tmp_path, params=PARAMS,
+                   keep_finished=True, progress=True)
+    assert not calls and "already finished" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(first.rows, kept.rows)
+    assert kept.summary == first.summary
+    path = tmp_path / "bas-mse-vs-K.parquet"
+    table = pq.read_table(path)
+    frame = table.to_pandas()
+    frame.loc[0, "value"] += 1.0  # a flipped bit that still parses
+    sweep.write_parquet(frame, path, metadata=table.schema.metadata)
+    again = api.run("bas-mse-vs-K", seed=11, workers=0, out=tmp_path, params=PARAMS,
+                    keep_finished=True)
+    assert len(calls) == 1
+    pd.testing.assert_frame_equal(first.rows, again.rows)
+    api.run("bas-mse-vs-K", seed=12, workers=0, out=tmp_path, params=PARAMS, keep_finished=True)
+    assert len(calls) == 2
+
+
+def test_reproduce_after_an_interruption_keeps_what_finished(tmp_path, monkeypatch, capsys):
+    from privgames.analysis import experiments as registry
+    from privgames.analysis import report
+
+    chosen = [registry.get("budget-us-bounds"), registry.get("ppsp-example2")]
+    monkeypatch.setattr(registry, "all_experiments", lambda: chosen)
+    report.reproduce(tmp_path, workers=0)
+    summaries = {p.name: p.read_bytes() for p in tmp_path.glob("*.summary.json")}
+    capsys.readouterr()
+    report.reproduce(tmp_path, workers=0)
+    err = capsys.readouterr().err
+    assert err.count("already finished") == 2, err
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.summary.json")} == summaries
+    assert len(summaries) == 2
