@@ -30,6 +30,7 @@ from privgames.analysis.results import (
     write_parquet,
     write_with,
 )
+from privgames.environments.config import ConfigError
 
 
 @dataclass
@@ -76,8 +77,6 @@ def _arguments(seed: Any, workers: Any, scale: Any, out: Any, max_memory: Any,
                max_work: Any) -> tuple:
     """:func:`run`'s own arguments, checked as the command line checks its options."""
     from privgames.analysis.cli import MAX_WORKERS, _output_folder
-    from privgames.environments.config import ConfigError
-
     def integer(value: Any) -> bool:
         return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
@@ -89,17 +88,22 @@ def _arguments(seed: Any, workers: Any, scale: Any, out: Any, max_memory: Any,
     if scale not in ("quick", "paper"):
         raise ConfigError(f"scale={scale!r} is not allowed: scale must be one of quick, paper")
     if isinstance(max_memory, str):
-        max_memory = guard.parse_size(max_memory)
+        max_memory = guard.parse_size(max_memory, "max_memory")
     budgets = []
     for label, value in (("max_memory", max_memory), ("max_work", max_work)):
         try:
             value = None if value is None else float(value)
         except (TypeError, ValueError):
             value = math.nan
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            raise ConfigError(f"{label}={value!r} is out of range: {label} must be > 0")
+        unbounded = label == "max_work" and value == math.inf  # documented: no limit
+        if value is not None and not (value > 0 and (math.isfinite(value) or unbounded)):
+            raise ConfigError(f"{label}={value!r} is out of range: {label} must be > 0"
+                              + (" (inf: no limit)" if label == "max_work" else ""))
         budgets.append(value)
-    folder = None if out is None else _output_folder(Path(out))
+    if out is not None and not str(out).strip():
+        raise ConfigError(f"out={out!r} is empty: out must name a folder ('.' for the current "
+                          "one) or be None")
+    folder = None if out is None else _output_folder(Path(out), "out")
     return int(seed), workers if workers in ("auto", None) else int(workers), folder, *budgets
 
 
@@ -152,7 +156,7 @@ def run(name: str, *, seed: int = 0, workers: int | str | None = "auto",
             interruption.
         **overrides: the same, as keywords.
     """
-    from privgames.analysis.sweep import remove_if_empty, sweep, sweep_key
+    from privgames.analysis.sweep import discard_parts, remove_if_empty, sweep, sweep_key
 
     seed, workers, out, max_memory, max_work = _arguments(seed, workers, scale, out,
                                                           max_memory, max_work)
@@ -160,24 +164,46 @@ def run(name: str, *, seed: int = 0, workers: int | str | None = "auto",
     given = {k: _plain(v) for k, v in {**(params or {}), **overrides}.items()}
     resolved = experiment.resolve(given, scale)
     guard.check(experiment, resolved, workers, max_memory, max_work)
+    if out is not None:
+        check_outputs(Path(out), name)
     key = sweep_key(experiment, resolved, seed)
     rows = _finished(Path(out) / f"{name}.parquet", key) if keep_finished and out else None
     if rows is not None and progress:
         print(f"privgames: {name}: already finished in {out} (same parameters, seed and "
               "code): kept", file=sys.stderr)
+    parts = None if out is None else Path(out) / ".parts" / name
     if rows is None:
-        parts = None if out is None else Path(out) / ".parts" / name
         rows = sweep(experiment, resolved, seed, workers, address, parts, progress)
-        if parts is not None:
-            remove_if_empty(parts.parent)  # OUT/.parts, once no run has parts left
     summary = to_json_value({"experiment": name, "seed": seed, "scale": scale,
                              "parameters": resolved, **experiment.summarize(rows, resolved)})
     if out is not None:
         identity = json.dumps({"key": key, "sha256": content_digest(rows)}).encode()
-        write_parquet(rows, Path(out) / f"{name}.parquet", experiment.infinite,
-                      metadata={RUN_KEY: identity})
-        write_json(summary, Path(out) / f"{name}.summary.json", experiment.infinite)
+        try:
+            write_parquet(rows, Path(out) / f"{name}.parquet", experiment.infinite,
+                          metadata={RUN_KEY: identity})
+            write_json(summary, Path(out) / f"{name}.summary.json", experiment.infinite)
+        except OSError as err:
+            why = err.strerror or str(err)
+            raise ConfigError(f"out={out}: the results could not be written ({why}); every "
+                              f"finished task is kept in {parts}, and the same command "
+                              "resumes from them") from None
+        discard_parts(parts, key)
+        remove_if_empty(parts.parent)  # OUT/.parts, once no run has parts left
     return Result(experiment, rows, summary)
+
+
+def check_outputs(out: Path, name: str) -> None:
+    """Refuse, before anything runs, an output folder where the results cannot go: a folder
+    named like a result file (``NAME.parquet``, ``NAME.summary.json``, ``NAME.png``), a file
+    where the parts' folder goes (``.parts``, ``.parts/NAME``)."""
+    for file in (f"{name}.parquet", f"{name}.summary.json", f"{name}.png"):
+        if (out / file).is_dir():
+            raise ConfigError(f"out={out}: {out / file} is a folder where the result file "
+                              "goes: move it, or give another out")
+    for folder in (out / ".parts", out / ".parts" / name):
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(f"out={out}: {folder} is a file where the parts' folder goes "
+                              "(finished tasks, for resuming): move it, or give another out")
 
 
 #: The schema metadata key of a finished run's identity: its sweep key and its rows' digest.

@@ -6,6 +6,7 @@ Bad input prints one line naming the problem and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -37,7 +38,10 @@ def parse_set(items: Sequence[str]) -> dict[str, Any]:
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise UsageError(f"--set {item!r} is not of the form key=value")
+            raise UsageError(f"--set {_clip(item)!r} is not of the form key=value")
+        if key in out:
+            raise UsageError(f"--set {key} is given twice: give each parameter once (a list "
+                             "is one value, e.g. --set K=[3,30])")
         out[key] = parse_value(key, raw)
     return out
 
@@ -87,17 +91,28 @@ def _workers(text: str) -> int | str:
     return value
 
 
-def _output_folder(out: Path) -> Path:
-    """``--out``: a folder that exists or can be made, and can be written to."""
+def _output_folder(out: Path, name: str = "--out") -> Path:
+    """``--out`` (``out=`` in the API, ``name``): a folder that exists or can be made, and can
+    be written to."""
+    said = f"{name} {out}" if name.startswith("--") else f"{name}={str(out)!r}"
     if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: it is a file, not a folder")
+        raise UsageError(f"{said}: it is a file, not a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UsageError(f"--out {out}: the folder cannot be created ({err.strerror})") from None
+        raise UsageError(f"{said}: the folder cannot be created ({err.strerror})") from None
     if not os.access(out, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {out}: the folder is not writable")
+        raise UsageError(f"{said}: the folder is not writable")
     return out
+
+
+def _folder(text: str) -> Path:
+    """``--out``/``--results``/``--data``: a path that is not empty (``''`` would silently
+    mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is empty: name a folder (. for the current "
+                                         "one)")
+    return Path(text)
 
 
 def _address(address: str | None) -> str | None:
@@ -154,7 +169,8 @@ def _budgets(args: argparse.Namespace) -> dict[str, float | None]:
     from privgames.analysis.guard import parse_size
 
     if args.max_work is not None and not args.max_work > 0:
-        raise UsageError(f"--max-work {args.max_work!r} is out of range: it must be > 0")
+        raise UsageError(f"--max-work {args.max_work!r} is out of range: it must be > 0 "
+                         "(inf: no limit)")
     return {"max_memory": None if args.max_memory is None else parse_size(args.max_memory),
             "max_work": args.max_work}
 
@@ -178,6 +194,8 @@ class _RunHelp(argparse.Action):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="privgames", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version",
+                        version=f"privgames {importlib.metadata.version('privgames')}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("list", help="registered experiments")
 
@@ -187,7 +205,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="Ray workers: auto (the default: serially unless the work would "
                        "outlast Ray's start-up), 0 (serially, no Ray) or N")
         p.add_argument("--address", default=None, help="Ray cluster address (or RAY_ADDRESS)")
-        p.add_argument("--out", type=Path, default=Path("results"), help="output folder")
+        p.add_argument("--out", type=_folder, default=Path("results"), help="output folder")
         p.add_argument("--scale", choices=("quick", "paper"), default="quick")
         p.add_argument("--max-memory", default=None, metavar="SIZE",
                        help="memory budget, e.g. 4G (default: half the available memory)")
@@ -206,7 +224,7 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="an experiment's parameters (type, default, allowed "
                           "values, meaning), its grid at both scales and the claims it judges")
     show.add_argument("name")
-    show.add_argument("--out", type=Path, default=None,
+    show.add_argument("--out", type=_folder, default=None,
                       help="a results folder: the claims with the verdicts of its run "
                            "(default: ./results; a folder without a run of NAME lists the "
                            "claims and how to judge them)")
@@ -215,9 +233,9 @@ def _parser() -> argparse.ArgumentParser:
     viz.add_argument("name", nargs="?", default=None,
                      help="the page to open first: " + ", ".join(experiments.page_routes()))
     viz.add_argument("--port", type=_port, default=8765, help="port (default 8765)")
-    viz.add_argument("--results", type=Path, default=None, metavar="DIR",
+    viz.add_argument("--results", type=_folder, default=None, metavar="DIR",
                      help="a reproduce/run folder to browse on /results")
-    viz.add_argument("--data", type=Path, default=None, metavar="DIR",
+    viz.add_argument("--data", type=_folder, default=None, metavar="DIR",
                      help="a folder whose CSV files the kmeans page may load (default: only "
                           "the shipped data sets)")
     viz.add_argument("--no-token", action="store_true",
@@ -227,7 +245,7 @@ def _parser() -> argparse.ArgumentParser:
     common(rep)
     q = sub.add_parser("query", help="SQL over a results folder (the view is 'results')")
     q.add_argument("sql")
-    q.add_argument("--out", type=Path, default=Path("results"))
+    q.add_argument("--out", type=_folder, default=Path("results"))
     return parser
 
 
@@ -255,6 +273,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:  # ``privgames`` alone: what it can do
+        print(_parser().format_help(), end="")
+        return 0
     try:
         args = _parser().parse_args(argv)
         if args.command == "list":

@@ -8,6 +8,7 @@ not depend on how units are batched into tasks or on how many workers run them.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import importlib
 import itertools
@@ -112,8 +113,9 @@ class Experiment:
             params.update(self.paper)
         for key, value in (overrides or {}).items():
             if key not in params:
-                raise ConfigError(f"unknown parameter {key!r} for experiment {self.name!r}: "
-                                  f"known parameters are {', '.join(sorted(params))}")
+                raise ConfigError(f"unknown parameter {key!r} for experiment {self.name!r}"
+                                  f"{did_you_mean(key, params)}: known parameters are "
+                                  f"{', '.join(sorted(params))}")
             params[key] = value
         check_int("populations", params["populations"], 1)
         points = self.points(params)
@@ -205,6 +207,12 @@ def register(experiment: Experiment) -> Experiment:
     return experiment
 
 
+def did_you_mean(given: str, known: Any) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``known`` names, or ``""``."""
+    close = difflib.get_close_matches(str(given), [str(k) for k in known], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def get(name: str) -> Experiment:
     """Look an experiment up by name, importing only the module that registers it (a
     plug-in's entry point of that name; all plug-ins when none is named so)."""
@@ -217,8 +225,9 @@ def get(name: str) -> Experiment:
         if name not in REGISTRY:
             _load_plugins()
     if name not in REGISTRY:
-        raise ConfigError(f"unknown experiment {name!r}: known experiments are "
-                          + ", ".join(sorted({*catalogue(), *REGISTRY})))
+        known = sorted({*catalogue(), *REGISTRY})
+        raise ConfigError(f"unknown experiment {name!r}{did_you_mean(name, known)}: known "
+                          "experiments are " + ", ".join(known))
     return REGISTRY[name]
 
 

@@ -119,14 +119,17 @@ def _cgroup_room() -> float | None:
     return None
 
 
-def parse_size(text: str) -> float:
-    """``"4G"``, ``"512M"``, ``"1.5e9"`` -> bytes."""
-    m = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?\d+)?)\s*([kKmMgGtT]?)[iI]?[bB]?\s*", str(text))
+def parse_size(text: str, name: str = "--max-memory") -> float:
+    """``"4G"``, ``"512M"``, ``"1.5e9"`` -> bytes; a message names the option or argument
+    ``name``."""
+    m = re.fullmatch(r"\s*((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([kKmMgGtT]?)[iI]?[bB]?\s*",
+                     str(text))
+    said = f"{name} {text!r}" if name.startswith("--") else f"{name}={text!r}"
     if not m:
-        raise ConfigError(f"--max-memory {text!r} is not a size: give e.g. 4G, 512M or 2e9")
+        raise ConfigError(f"{said} is not a size: give e.g. 4G, 512M or 2e9")
     value = float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
-    if value <= 0:
-        raise ConfigError(f"--max-memory {text!r} is out of range: it must be > 0")
+    if not 0 < value < math.inf:
+        raise ConfigError(f"{said} is out of range: it must be > 0 and finite")
     return value
 
 

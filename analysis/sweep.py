@@ -73,7 +73,8 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
     joins an existing cluster instead. ``workers="auto"`` (without an address) runs the first
     unfinished task serially, times it, and runs the rest serially when that is estimated to
     take less than Ray's start-up (:data:`RAY_START_S`), else on every core of a local Ray;
-    the rows are the same either way. ``parts_dir`` keeps finished tasks for resuming.
+    the rows are the same either way. ``parts_dir`` keeps finished tasks for resuming, until
+    the caller has written the results (:func:`discard_parts`).
     """
     tasks = batches(experiment.units(params, seed))
     key = sweep_key(experiment, params, seed)
@@ -124,15 +125,17 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
             print(f"privgames: {experiment.name}: ran {len(todo)} tasks on {len(nodes)} Ray "
                   f"node{'s' if len(nodes) != 1 else ''}", file=sys.stderr)
     bar.close()
-    rows = pd.concat([done[i] for i in range(len(tasks))], ignore_index=True)
-    for p in parts.values():
-        if p is not None:
-            p.unlink(missing_ok=True)
-    if parts_dir is not None:
-        for stale in Path(parts_dir).glob(f".{key}-*.tmp"):  # this run's writes, cut short
-            stale.unlink(missing_ok=True)
-        remove_if_empty(Path(parts_dir))
-    return rows
+    return pd.concat([done[i] for i in range(len(tasks))], ignore_index=True)
+
+
+def discard_parts(parts_dir: Path, key: str) -> None:
+    """Remove a finished sweep's parts (once its results are written: a failure before keeps
+    them for the rerun), its cut-short temporary files, and the folder once empty."""
+    for part in Path(parts_dir).glob(f"{key}-*.parquet"):
+        part.unlink(missing_ok=True)
+    for stale in Path(parts_dir).glob(f".{key}-*.tmp"):
+        stale.unlink(missing_ok=True)
+    remove_if_empty(Path(parts_dir))
 
 
 def _auto_workers(experiment: Experiment, params: Mapping[str, Any],

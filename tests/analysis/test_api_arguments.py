@@ -22,8 +22,10 @@ from privgames.environments.config import ConfigError
     ({"seed": True}, "seed=True is out of range"),
     ({"scale": "huge"}, "scale='huge' is not allowed"),
     ({"scale": None}, "scale=None is not allowed"),
-    ({"out": "/proc/x"}, "--out /proc/x: the folder cannot be created"),
-    ({"max_memory": "lots"}, "--max-memory 'lots' is not a size"),
+    ({"out": "/proc/x"}, "out='/proc/x': the folder cannot be created"),
+    ({"out": ""}, "out='' is empty"),
+    ({"max_memory": "lots"}, "max_memory='lots' is not a size"),
+    ({"max_memory": "1.2.3G"}, "max_memory='1.2.3G' is not a size"),
     ({"max_work": -3}, "max_work=-3.0 is out of range"),
 ])
 def test_a_bad_argument_is_named(kw, message):

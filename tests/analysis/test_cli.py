@@ -107,6 +107,13 @@ def test_run_writes_rows_and_summary(tmp_path, capsys):
     (["run", "bas-chain", "--set", "K"], "not of the form key=value"),
     (["run", "bas-split", "--set", "subsequences=[1,500]"], "subsequences=500 is out of range"),
     (["frobnicate"], "invalid choice"),
+    # issue 44: each of these was a traceback, a silent choice or a bare list
+    (["run", "bas-chian"], "unknown experiment 'bas-chian' (did you mean 'bas-chain'?)"),
+    (["run", "bas-chain", "--set", "beta_mx=2"], "(did you mean 'beta_max'?)"),
+    (["run", "bas-chain", "--set", "K=3", "--set", "K=30"], "--set K is given twice"),
+    (["run", "bas-chain", "--set", "K=" + "[" * 20000], "JSON nested too deeply"),
+    (["run", "bas-chain", "--max-memory", "1.2.3G"], "--max-memory '1.2.3G' is not a size"),
+    (["run", "bas-chain", "--max-memory", "1e999"], "is out of range: it must be > 0 and finite"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, tmp_path):
     assert main([*args, "--out", str(tmp_path)] if args[0] == "run" else args) == 2
@@ -145,6 +152,68 @@ def test_bad_command_lines_get_one_line(args, message, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
+
+
+def test_an_empty_out_is_refused_not_the_current_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "bas-chain", "--out", ""]) == 2
+    assert "argument --out: '' is empty" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("where", ["bas-chain.parquet", "bas-chain.png",
+                                   "bas-chain.summary.json"])
+def test_a_folder_where_a_result_goes_is_refused_before_the_run(tmp_path, capsys, where):
+    """It was a traceback after the whole run, with the parts already deleted."""
+    (tmp_path / where).mkdir()
+    assert main(["run", "bas-chain", "--workers", "0", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / where} is a folder where the result file goes" in err
+    assert err.count("\n") == 1 and not (tmp_path / ".parts").exists()
+
+
+def test_a_file_where_the_parts_go_is_refused_before_the_run(tmp_path, capsys):
+    (tmp_path / ".parts").write_text("")
+    assert main(["run", "bas-chain", "--workers", "0", "--out", str(tmp_path)]) == 2
+    assert "is a file where the parts' folder goes" in capsys.readouterr().err
+
+
+def test_a_failure_while_writing_keeps_the_parts_and_says_how_to_resume(tmp_path, capsys,
+                                                                          monkeypatch):
+    from privgames.analysis import api
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(api, "write_json", full)
+    args = ["run", "bas-mse-vs-K", "--workers", "0", "--out", str(tmp_path), "--set",
+            "K=[3,5]", "--set", "populations=2", "--replications", "50"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "the same command resumes" in err
+    assert len(list((tmp_path / ".parts" / "bas-mse-vs-K").glob("*.parquet"))) == 4
+    monkeypatch.undo()
+    assert main(args) == 0
+    assert "resuming, 4 of 4 tasks already done" in capsys.readouterr().err
+    assert not (tmp_path / ".parts").exists()
+
+
+def test_max_work_inf_means_no_limit_as_documented(tmp_path, capsys):
+    assert main(["run", "budget-us-bounds", "--workers", "0", "--max-work", "inf", "--out",
+                 str(tmp_path)]) == 0
+
+
+def test_privgames_alone_lists_its_commands_and_has_a_version(capsys):
+    from importlib import metadata
+
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert all(command in out for command in ("list", "run", "show", "viz", "reproduce",
+                                              "query"))
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"privgames {metadata.version('privgames')}\n"
 
 
 def test_out_naming_a_file_and_bad_sql(tmp_path, capsys):
