@@ -11,12 +11,14 @@ message instead of a drawing (:class:`PageModel`).
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import dataclasses
 import functools
 import gc
 import importlib
 import io
+import itertools
 import json
 import logging
 import math
@@ -333,6 +335,10 @@ class Admissions:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: dict[int, _Hold] = {}
+        # A model collected hands its key here without the lock: the collector may run its
+        # finalizer in a thread that holds the lock already (inside admit).
+        self._collected: collections.deque[int] = collections.deque()
+        self._keys = itertools.count()  # a model's key (an id may be reused once it is freed)
         self.budget: float | None = None
 
     def held(self) -> tuple[int, float]:
@@ -367,8 +373,9 @@ class Admissions:
                 room = min(self.budget - sum(h.bytes for h in self._held.values()),
                            DEFAULT_SHARE * available_memory())
                 if len(self._held) < MAX_MODELS and fp.peak_bytes <= room:
-                    self._held[id(model)] = _Hold(fp.peak_bytes, session, weakref.ref(model))
-                    weakref.finalize(model, self._release, id(model))
+                    key = next(self._keys)
+                    self._held[key] = _Hold(fp.peak_bytes, session, weakref.ref(model))
+                    weakref.finalize(model, self._release, key)
                     return
         if len(self._held) >= MAX_MODELS:
             raise ConfigError(f"this server already runs {MAX_MODELS} pages' models (its "
@@ -376,7 +383,10 @@ class Admissions:
         raise self._too_big(config, fp, room)
 
     def _end_closed(self, session: str | None) -> None:
-        """End (under the lock) the models of ``session`` and of every closed session."""
+        """Forget (under the lock) the collected models, and end those of ``session`` and of
+        every closed session."""
+        while self._collected:
+            self._held.pop(self._collected.popleft(), None)
         live = _live_sessions()
         for key, hold in list(self._held.items()):
             if hold.session is not None and (hold.session == session or hold.session not in live):
@@ -396,8 +406,7 @@ class Admissions:
                            fp.driver)
 
     def _release(self, key: int) -> None:
-        with self._lock:
-            self._held.pop(key, None)
+        self._collected.append(key)  # atomic: no lock (see __init__)
 
 
 def _session() -> str | None:

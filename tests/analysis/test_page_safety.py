@@ -465,3 +465,32 @@ def test_the_memory_budget_is_the_least_of_the_machine_the_cgroup_and_the_addres
     room = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 check=True).stdout)
     assert 0.9 < room <= 1.0
+
+
+def test_a_model_collected_during_an_admission_does_not_deadlock(monkeypatch):
+    """The collector may free an old model (Mesa's models are cycles) inside an admission,
+    which holds the ledger's lock: its release must not wait for that lock (it did, and hung
+    the suite). Here the collector runs exactly there, where reading the memory allocates."""
+    import gc
+    import threading
+
+    from privgames.analysis import pages
+    from privgames.analysis.pages import Admissions, PageModel, all_pages
+
+    monkeypatch.setattr(pages, "LIVE", Admissions())
+    monkeypatch.setattr(pages, "available_memory", lambda: (gc.collect(), 2.0**40)[1])
+    page = all_pages()["ppsp"]
+    errors = []
+
+    def admit_many() -> None:
+        try:
+            for _ in range(5):  # each drops the last, a cycle left to the collector
+                assert PageModel.of(page)(**page.defaults()).error is None
+        except AssertionError as err:
+            errors.append(err)
+
+    worker = threading.Thread(target=admit_many, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "an admission waited for itself"
+    assert not errors and pages.LIVE.held()[0] <= 1
