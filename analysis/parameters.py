@@ -166,12 +166,14 @@ def _claims(experiment: Experiment, results: Path | None) -> list[str]:
 
     try:
         summary = read_json(summary_path)
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, IndexError) as err:
-        raise ConfigError(f"--out {results}: {summary_path.name} cannot be read ({err}); "
-                          f"run the experiment again: privgames run {experiment.name} "
-                          f"--out {results}") from None
+        judged = [claim.verdict() + (claim.claim,) for claim in experiment.claims(summary)]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError,
+            AttributeError, RecursionError) as err:  # unreadable, or JSON of another shape
+        raise ConfigError(f"--out {results}: {summary_path.name} cannot be read as "
+                          f"{experiment.name}'s summary ({type(err).__name__}: "
+                          f"{str(err)[:80]}); run the experiment again: privgames run "
+                          f"{experiment.name} --out {results}") from None
     out = []
-    for claim in experiment.claims(summary):
-        verdict, detail = claim.verdict()
-        out.append(f"  [{verdict}] {claim.claim} ({detail})")
+    for verdict, detail, claim in judged:
+        out.append(f"  [{verdict}] {claim} ({detail})")
     return out

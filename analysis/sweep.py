@@ -91,40 +91,42 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
 
     bar = tqdm(total=sum(work), desc=experiment.name, unit="op", unit_scale=True,
                file=sys.stderr, disable=not progress, postfix=left_now())
-    bar.update(sum(work[i] for i in done))
-    if done and progress:
-        print(f"privgames: {experiment.name}: resuming, {len(done)} of {len(tasks)} tasks "
-              "already done", file=sys.stderr)
+    try:  # the bar ends its line whatever happens: an error starts on its own
+        bar.update(sum(work[i] for i in done))
+        if done and progress:
+            print(f"privgames: {experiment.name}: resuming, {len(done)} of {len(tasks)} tasks "
+                  "already done", file=sys.stderr)
 
-    def finish(i: int, frame: pd.DataFrame) -> None:
-        if parts[i] is not None:
-            _write_part(frame, parts[i], key, i)
-        done[i] = frame
-        bar.set_postfix_str(left_now(), refresh=False)
-        bar.update(work[i])
+        def finish(i: int, frame: pd.DataFrame) -> None:
+            if parts[i] is not None:
+                _write_part(frame, parts[i], key, i)
+            done[i] = frame
+            bar.set_postfix_str(left_now(), refresh=False)
+            bar.update(work[i])
 
-    if workers == AUTO:
-        workers = None if address else _auto_workers(experiment, params, tasks, todo, work,
-                                                     finish, progress)
-        todo = [i for i in todo if i not in done]
-    if workers == 0 or not todo:
-        for i in todo:
-            finish(i, run_batch(experiment.name, params, tasks[i]))
-    else:
-        ray = ensure_ray(workers, address)
-        remote = ray.remote(_run_batch_on_node)
-        pending = {remote.remote(experiment.name, dict(params), tasks[i]): i for i in todo}
-        nodes = set()
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            frame, node = ray.get(ready[0])
-            nodes.add(node)
-            finish(pending.pop(ready[0]), frame)
+        if workers == AUTO:
+            workers = None if address else _auto_workers(experiment, params, tasks, todo, work,
+                                                         finish, progress)
+            todo = [i for i in todo if i not in done]
+        if workers == 0 or not todo:
+            for i in todo:
+                finish(i, run_batch(experiment.name, params, tasks[i]))
+        else:
+            ray = ensure_ray(workers, address)
+            remote = ray.remote(_run_batch_on_node)
+            pending = {remote.remote(experiment.name, dict(params), tasks[i]): i for i in todo}
+            nodes = set()
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                frame, node = ray.get(ready[0])
+                nodes.add(node)
+                finish(pending.pop(ready[0]), frame)
+            bar.close()  # before the line below
+            if progress:
+                print(f"privgames: {experiment.name}: ran {len(todo)} tasks on {len(nodes)} Ray "
+                      f"node{'s' if len(nodes) != 1 else ''}", file=sys.stderr)
+    finally:
         bar.close()
-        if progress:
-            print(f"privgames: {experiment.name}: ran {len(todo)} tasks on {len(nodes)} Ray "
-                  f"node{'s' if len(nodes) != 1 else ''}", file=sys.stderr)
-    bar.close()
     return pd.concat([done[i] for i in range(len(tasks))], ignore_index=True)
 
 

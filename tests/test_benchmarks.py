@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+#: The quick run of every script takes minutes (its set-up starts Ray): not in the fast selection.
+pytestmark = pytest.mark.slow
+
 BENCH = Path(__file__).parents[1] / "benchmarks"
 
 

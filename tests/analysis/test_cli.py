@@ -226,3 +226,25 @@ def test_out_naming_a_file_and_bad_sql(tmp_path, capsys):
     assert main(["query", "selec nothing", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "query failed" in err
+
+
+def test_an_interruption_after_the_progress_bar_starts_on_its_own_line(tmp_path, capsys,
+                                                                        monkeypatch):
+    """The bar ends its line when a run stops, so the one line saying what was kept is not
+    glued to the end of the bar's."""
+    from privgames.analysis import sweep
+
+    real, calls = sweep.run_batch, []
+
+    def stopped(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(sweep, "run_batch", stopped)
+    assert main(["run", "bas-mse-vs-K", "--workers", "0", "--out", str(tmp_path), "--set",
+                 "K=[3,5]", "--set", "populations=2", "--replications", "50"]) == 130
+    lines = capsys.readouterr().err.split("\n")
+    said = [line for line in lines if "interrupted" in line]
+    assert said and said[0].startswith("privgames: interrupted"), lines

@@ -174,11 +174,18 @@ def test_show_with_an_out_that_is_a_file_is_one_line(tmp_path, capsys):
     assert len(err) == 1 and "it is a file, not a results folder" in err[0]
 
 
-def test_show_with_a_corrupt_summary_is_one_line(tmp_path, capsys):
-    (tmp_path / "apes.summary.json").write_text("{bad")
+@pytest.mark.parametrize("text", [
+    "{bad", "", "[]", "null", "42", '{"experiment": "apes"}', '{"table": [1, 2]}',
+    '{"non_finite": {"a.b": "inf"}}', '{"non_finite": 3}', '{"claims": {"x": null}}',
+    "[" * 20000,
+])
+def test_show_with_a_summary_of_any_shape_is_one_line(tmp_path, capsys, text):
+    """Unreadable, empty, valid JSON of another shape, deep nesting: one line naming the file
+    and how to make it again (wrong shapes were a KeyError/TypeError traceback)."""
+    (tmp_path / "apes.summary.json").write_text(text)
     assert main(["show", "apes", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "apes.summary.json cannot be read" in err[0]
+    assert len(err) == 1 and "apes.summary.json cannot be read as apes's summary" in err[0], err
 
 
 def test_summaries_are_standard_json_and_keep_their_infinities(tmp_path):
