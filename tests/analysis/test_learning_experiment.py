@@ -15,10 +15,13 @@ from privgames.analysis.learning.experiments import learning_claims, reached_sha
 
 
 def _run(capsys, tmp_path, *sets):
-    args = ["run", "learning-dynamics", "--workers", "0", "--out", str(tmp_path), "--json",
-            "--set", "populations=2", "--set", "rounds=300"]
-    for s in sets:
-        args += ["--set", s]
+    """The run's summary, with 2 populations and 300 rounds unless ``sets`` say otherwise (a
+    parameter is given once: a repeated --set is refused)."""
+    given = {"populations": "2", "rounds": "300",
+             **dict(s.split("=", 1) for s in sets)}
+    args = ["run", "learning-dynamics", "--workers", "0", "--out", str(tmp_path), "--json"]
+    for key, value in given.items():
+        args += ["--set", f"{key}={value}"]
     assert main(args) == 0
     return json.loads(capsys.readouterr().out)
 
