@@ -62,7 +62,10 @@ def test_interrupted_sweep_resumes_without_loss_or_duplicates(tmp_path, monkeypa
     resumed = rows_for(0, parts=tmp_path)
     pd.testing.assert_frame_equal(clean, resumed)
     assert len(resumed_calls) == 9 - 3  # 9 units in 9 tasks: only the unfinished ones ran
-    assert not list(tmp_path.glob("*.parquet"))  # parts are removed once the result is whole
+    assert len(list(tmp_path.glob("*.parquet"))) == 9  # kept until the results are written
+    e = experiments.get("bas-mse-vs-K")
+    sweep.discard_parts(tmp_path, sweep.sweep_key(e, e.resolve(PARAMS), 11))
+    assert not tmp_path.exists()  # and then removed, the emptied folder too
 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated"])
@@ -118,7 +121,7 @@ def test_a_part_that_parses_but_was_changed_or_moved_is_recomputed(tmp_path, cap
     assert sum("another task's part" in line for line in err) == 1, err
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])
 def test_random_bit_flips_in_parts_never_reach_the_rows(tmp_path, capsys, seed):
     """Flip bits at random places in every part, then resume: whatever each flip hit (a
     value, a page header, the footer, the metadata, padding), the rows equal an uninterrupted
@@ -209,6 +212,7 @@ def test_cleanup_removes_only_this_run_s_temporaries(tmp_path):
     for path in (mine, theirs):
         path.write_bytes(b"partial")
     rows_for(0, parts=tmp_path)
+    sweep.discard_parts(tmp_path, key)  # what api.run does once the results are written
     assert not mine.exists() and theirs.exists()
 
 

@@ -361,9 +361,9 @@ def test_bad_shard_settings_are_refused_by_name():
 def test_the_cli_refuses_bad_shards_in_one_line(sets, message, capsys, tmp_path):
     from privgames.analysis.cli import main
 
-    args = ["run", "learning-dynamics", "--set", "game=pricing", "--set", "backend=ray",
-            "--out", str(tmp_path)]
-    assert main([*args, *[x for s in sets for x in ("--set", s)]]) == 2
+    given = {"game": "pricing", "backend": "ray", **dict(s.split("=", 1) for s in sets)}
+    args = ["run", "learning-dynamics", "--out", str(tmp_path)]
+    assert main([*args, *[x for k, v in given.items() for x in ("--set", f"{k}={v}")]]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"privgames: error: {message}")
 
