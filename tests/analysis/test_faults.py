@@ -27,6 +27,7 @@ def cli(out, **kw):
                              str(out)], env=env, stderr=subprocess.PIPE, text=True, **kw)
 
 
+@pytest.mark.slow  # a killed process and its rerun: 15 s
 def test_driver_killed_mid_sweep_resumes_with_identical_rows(tmp_path):
     """SIGKILL after at least three finished tasks; the rerun computes only the rest (it says
     how many were done, equal to the parts on disk) and its rows equal an uninterrupted run's

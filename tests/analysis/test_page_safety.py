@@ -383,23 +383,24 @@ def test_a_step_that_raises_ends_the_run_with_one_line(monkeypatch):
 
 def test_pages_together_cannot_pass_the_budget_and_the_refusal_says_by_how_much(monkeypatch):
     """Seven pages of ``bas K=10000 d=10000`` each fit the memory guard (1.6 GiB) and together
-    killed the server: the ledger admits them while their sum fits the budget, then refuses
-    naming K and a value that fits; a page collected gives its room back."""
+    killed the server: the ledger admits pages while their sum fits the budget, then refuses
+    naming K and a value that fits; a page collected gives its room back (here at a tenth of
+    the sizes: K = d = 3000, about 0.26 GiB a page, against 0.6 GiB)."""
     import gc
 
     from privgames.analysis import pages
     from privgames.analysis.pages import Admissions, PageModel, all_pages
 
     monkeypatch.setattr(pages, "LIVE", Admissions())
-    pages.LIVE.budget = 4.0 * 2**30
+    pages.LIVE.budget = 0.6 * 2**30
     page = all_pages()["bas"]
-    big = {**page.defaults(), "K": 10_000, "d": 10_000}
+    big = {**page.defaults(), "K": 3000, "d": 3000}
     admitted = [PageModel.of(page)(**big) for _ in range(2)]
     assert all(m.error is None for m in admitted)
     refused = PageModel.of(page)(**big)
-    found = re.fullmatch(r"K=10000 needs about 1\.\d+ GiB of memory; this server's pages may "
-                         r"still take (\S+) MiB \(of 4 GiB\): lower K to (\d+) or less, or close "
-                         r"another page", refused.error)
+    found = re.fullmatch(r"K=3000 needs about 2\d\d MiB of memory; this server's pages may "
+                         r"still take (\S+) MiB \(of 614 MiB\): lower K to (\d+) or less, or "
+                         r"close another page", refused.error)
     assert found and refused.env is None, refused.error
     smaller = PageModel.of(page)(**{**big, "K": int(found.group(2))})
     assert smaller.error is None  # the suggested value fits

@@ -12,7 +12,7 @@ from privgames.environments.base import Environment
 
 
 @pytest.mark.parametrize("setting", [
-    {"n": 200, "K": 200, "replications": 10},
+    pytest.param({"n": 200, "K": 200, "replications": 10}, marks=pytest.mark.slow),  # 13 s
     # issue 12's case (peak 392 -> 1136 MiB over 4 populations at n = 800 before): the
     # quick-scale ring, whose window of 800 x 800 x 50 states (244 MiB) is freed with its model
     pytest.param({"n": 800}, marks=pytest.mark.slow),

@@ -72,6 +72,7 @@ def test_equal_budgets_make_eon_the_baseline():
     assert S.eon_bound(eps, 1e-6) == pytest.approx(S.baseline_bound(eps, 1e-6), rel=1e-8)
 
 
+@pytest.mark.slow  # 7 s
 def test_lemma4_bounds_the_exact_neighbour_divergence():
     """Lemma 4 holds for every pair (and is exact when eps_i <= eps_j); the exact divergence is
     the largest log density ratio over inputs and outputs."""
