@@ -300,6 +300,34 @@ def test_the_token_redirect_stays_here_and_never_fails(server, context, path, lo
     _answers(server, context)
 
 
+@pytest.mark.parametrize("typed, message", [
+    ("[" * 20000, "JSON nested too deeply"),
+    ('"abc"', "leave_at='abc' is not an integer"),
+    ("-1", "leave_at=-1 is out of range"),
+])
+def test_a_hostile_text_box_value_is_one_line_and_the_session_lives(server, context, typed,
+                                                                    message):
+    """A value typed into a page's text box (PPSP's ``leave_at``), then Reset: the page shows
+    the config's one line, no traceback; the same session then runs good inputs again."""
+    port = server[0]
+    tab = context.new_page()
+    tab.goto(f"http://127.0.0.1:{port}/ppsp")
+    tab.get_by_text("estimator error").first.wait_for(timeout=60_000)
+    box = tab.get_by_label("leave_at (null: none)")
+    box.fill(typed)
+    box.press("Enter")
+    tab.get_by_role("button", name="Reset").click()
+    tab.get_by_text(message).first.wait_for(timeout=30_000)
+    text = tab.inner_text("body")
+    assert "Traceback" not in text and ".py" not in text
+    _answers(server, context)
+    box.fill("150")
+    box.press("Enter")
+    tab.get_by_role("button", name="Reset").click()
+    tab.get_by_text("estimator error").first.wait_for(timeout=30_000)
+    tab.close()
+
+
 def test_a_crashed_server_port_is_served_again_at_once(folder):
     """After a crash (SIGKILL with a browser's connection open) the same command
     serves the same port again, without the 60 s wait of a probe without ``SO_REUSEADDR``."""
@@ -324,3 +352,4 @@ def test_the_server_stayed_within_its_cap(server):
     status = Path(f"/proc/{proc.pid}/status").read_text()
     peak = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) * 1024
     assert peak < CAP, f"{peak / 2**30:.2f} GiB"
+
