@@ -62,8 +62,8 @@ QUERY_ROWS, QUERY_COLUMNS, QUERY_CELLS, QUERY_CHARS = 500, 50, 5000, 200
 #: What a query may take (enforced by the operating system, :mod:`privgames.analysis.sandbox`):
 #: seconds, and memory (DuckDB's ``memory_limit`` too).
 QUERY_SECONDS, QUERY_MEMORY = 10.0, 256 * 2**20
-#: The largest figure or report the results page reads from its folder.
-MAX_FILE_BYTES = 20 * 2**20
+#: The largest figure or report the results page reads from its folder, and how many figures.
+MAX_FILE_BYTES, MAX_FIGURES = 20 * 2**20, 100
 #: Markdown's tags a page keeps (nh3 drops every other tag, attribute and URL scheme).
 MARKDOWN_TAGS = {"h1", "h2", "h3", "h4", "p", "a", "ul", "ol", "li", "em", "strong", "code",
                  "pre", "blockquote", "table", "thead", "tbody", "tr", "th", "td", "br", "hr"}
@@ -86,8 +86,8 @@ def SafeMarkdown(text: str) -> Any:
 @solara.component
 def Table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> Any:
     """A table whose every cell is text (``html.escape``: a value is never read as HTML),
-    sent as one element: a widget per cell costs the server about a millisecond each, and a
-    wide result of 100,000 cells held a thread for half an hour (issue 43)."""
+    sent as one element: with a widget per cell, a wide result of 100,000 cells held a server
+    thread for half an hour (issue 43)."""
     def row(tag: str, cells: Sequence[Any]) -> str:
         return "<tr>" + "".join(f'<{tag} style="{CELL_STYLE}">{html.escape(str(cell))}</{tag}>'
                                 for cell in cells) + "</tr>"
@@ -219,7 +219,7 @@ def Results() -> Any:
                          on_value=set_sql, continuous_update=False)
         _query(folder, sql)
         shown = _report(folder)
-        for png in sorted(folder.glob("*.png")):
+        for png in sorted(folder.glob("*.png"))[:MAX_FIGURES]:
             image = None if png.name in shown else read_capped(png, folder, MAX_FILE_BYTES)
             if image is not None:
                 solara.Text(png.stem, style={"font-size": "18px"})
