@@ -242,8 +242,9 @@ def query(results_dir: Path, sql: str, *, max_rows: int | None = None,
           max_columns: int | None = None, max_cells: int | None = None,
           timeout: float | None = None, memory: float | None = None) -> pd.DataFrame:
     """Run one read-only ``SELECT`` (or ``WITH ... SELECT``) over every ``*.parquet`` of a
-    results folder (:func:`parquet_files`), exposed as the view ``results`` (its ``file``
-    column names the file a row came from).
+    results folder (:func:`parquet_files`), exposed as the view ``results`` (its
+    ``experiment`` and ``file`` columns name the experiment and the file a row came from) and
+    as one view per experiment, named as it (``SELECT * FROM "bas-chain"``).
 
     The SQL may come from an untrusted page, so it runs on a connection that reaches nothing
     but those Parquet files: after the view is made, DuckDB's ``allowed_paths`` lists them
@@ -284,8 +285,13 @@ def query(results_dir: Path, sql: str, *, max_rows: int | None = None,
                                  "autoload_known_extensions": False, "threads": 2, **limits})
     timer = None if timeout is None else threading.Timer(timeout, con.interrupt)
     try:
-        con.execute("CREATE VIEW results AS SELECT * FROM "
+        con.execute("CREATE VIEW results AS SELECT regexp_extract(file, '([^/]+)[.]parquet$', "
+                    "1) AS experiment, * FROM "
                     f"read_parquet([{quoted}], filename = 'file', union_by_name = true)")
+        for path in files:  # one view per experiment, named as it (``"bas-chain"``)
+            name = Path(path).stem.replace('"', '""')
+            con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet(\''
+                        + path.replace("'", "''") + "')")
         for setting in (f"allowed_paths = [{quoted}]", "temp_directory = ''",
                         "enable_external_access = false", "lock_configuration = true"):
             con.execute(f"SET {setting}")

@@ -248,3 +248,17 @@ def test_an_interruption_after_the_progress_bar_starts_on_its_own_line(tmp_path,
     lines = capsys.readouterr().err.split("\n")
     said = [line for line in lines if "interrupted" in line]
     assert said and said[0].startswith("privgames: interrupted"), lines
+
+
+def test_query_names_the_experiment_and_has_a_view_per_experiment(tmp_path, capsys):
+    for name in ("budget-us-bounds", "ppsp-example2"):
+        assert main(["run", name, "--workers", "0", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    sql = "SELECT experiment, count(*) AS n FROM results GROUP BY experiment ORDER BY 1"
+    assert main(["query", sql, "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.split("\n")
+    rows = {line.split()[0]: int(line.split()[1]) for line in lines[1:] if line.strip()}
+    assert set(rows) == {"budget-us-bounds", "ppsp-example2"}
+    assert main(["query", 'SELECT count(*) AS n FROM "ppsp-example2"', "--out",
+                 str(tmp_path)]) == 0
+    assert int(capsys.readouterr().out.split()[-1]) == rows["ppsp-example2"]
