@@ -62,21 +62,18 @@ def available_memory() -> float:
     ``MemAvailable`` (``/proc/meminfo``), its cgroup's limit less its use (v2 ``memory.max``,
     v1 ``memory.limit_in_bytes``: a container's 6 GB on a 24 GB machine) and its address-space
     limit (``RLIMIT_AS``) less what it holds; all the memory where none of them is readable."""
-    found = [_meminfo("MemAvailable:"), _cgroup_room()]
+    found = [_field("/proc/meminfo", "MemAvailable:"), _cgroup_room()]
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY:
-        found.append(max(0.0, soft - _status_bytes("VmSize:")))
+        found.append(max(0.0, soft - address_space()))
     known = [f for f in found if f is not None]
     return min(known) if known else float(os.sysconf("SC_PAGE_SIZE")
                                           * os.sysconf("SC_PHYS_PAGES"))
 
 
-def _meminfo(key: str) -> float | None:
-    return _field("/proc/meminfo", key)
-
-
-def _status_bytes(key: str) -> float:
-    return _field("/proc/self/status", key) or 0.0
+def address_space() -> float:
+    """Bytes of address space this process holds now (``VmSize``; 0 where unknown)."""
+    return _field("/proc/self/status", "VmSize:") or 0.0
 
 
 def _field(path: str, key: str) -> float | None:

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from privgames.analysis.guard import address_space
 from privgames.environments.config import ConfigError
 
 #: Modules the fork server imports once, so that each child starts with them.
@@ -53,19 +54,10 @@ def _fork_server() -> Any:
         return _context
 
 
-def _address_space() -> int:
-    """Bytes of address space this process holds now (``VmSize``)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def _child(conn: Any, work: Callable[..., Any], args: tuple, seconds: float,
            memory: int) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_AS)  # the server's own cap, if it has one
-    cap = _address_space() + memory + OVERHEAD
+    cap = int(address_space()) + memory + OVERHEAD
     cap = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     cpu = int(seconds) + 2  # the parent kills at ``seconds``; this holds if it cannot

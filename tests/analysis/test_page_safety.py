@@ -460,7 +460,7 @@ def test_the_memory_budget_is_the_least_of_the_machine_the_cgroup_and_the_addres
     import sys
 
     code = ("import resource; from privgames.analysis.guard import available_memory, "
-            "_status_bytes; held = _status_bytes('VmSize:'); resource.setrlimit("
+            "address_space; held = address_space(); resource.setrlimit("
             "resource.RLIMIT_AS, (int(held) + 2**30, resource.RLIM_INFINITY)); "
             "print(available_memory() / 2**30)")
     room = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
