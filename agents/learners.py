@@ -136,7 +136,7 @@ class GridLearner(ABC):
     feedback_kinds: tuple[str, ...] = ("full",)
     #: Whether acting draws a uniform per agent (a deterministic rule draws none).
     draws: bool = True
-    #: Whether its own start (no :attr:`start` given) is the uniform mixed strategy (else the
+    #: Whether its own start (no ``start`` given) is the uniform mixed strategy (else the
     #: grid's middle action).
     mixed_start: bool = False
 
@@ -160,7 +160,7 @@ class GridLearner(ABC):
 
     @property
     def first(self) -> NDArray:
-        """Each agent's first action index: its :attr:`start`, else the grid's middle."""
+        """Each agent's first action index (its ``start``, else the grid's middle)."""
         return (np.full(self.agents, (self.m - 1) // 2) if self.start is None
                 else self.start)
 
@@ -189,18 +189,18 @@ class GridLearner(ABC):
 
     def act(self, rng: np.random.Generator) -> NDArray:
         """Every agent's action value this round, drawn from its mixed strategy (one uniform
-        per agent from ``rng``; the strategies are kept in :attr:`drawn_from`)."""
+        per agent from ``rng``; the strategies are kept in ``drawn_from``)."""
         return self.act_with(rng.random(self.agents) if self.draws else None)
 
     def act_with(self, u: NDArray | None) -> NDArray:
-        """:meth:`act` with the agents' uniforms given (``(n,)``; a population split over
+        """:meth:`GridLearner.act` with the agents' uniforms given (``(n,)``; a population split over
         shards draws them by blocks of agents, :mod:`privgames.environments.shards`)."""
         p = self.drawn_from = self._drawn_strategies()
         self.last = _draw(p, u)
         return self.grid[self.last]
 
     def _drawn_strategies(self) -> NDArray:
-        """The strategies this round's actions are drawn from (kept in :attr:`drawn_from`
+        """The strategies this round's actions are drawn from (kept in ``drawn_from``
         until the next round)."""
         return self.probabilities()
 
@@ -441,7 +441,7 @@ class RegretMatching(GridLearner):
 class FictitiousPlay(GridLearner):
     """Best response (the lowest action on ties) to the average of the cost vectors seen so
     far, i.e. to the others' empirical play; deterministic, full information. Before any
-    observation it plays its :attr:`first` action."""
+    observation it plays its :attr:`~GridLearner.first` action."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -458,7 +458,7 @@ class FictitiousPlay(GridLearner):
 
 class GridBestResponse(GridLearner):
     """Best response (the lowest action on ties) to the last round's costs on the grid (the
-    reference); it starts from its :attr:`first` action."""
+    reference); it starts from its :attr:`~GridLearner.first` action."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -192,11 +192,12 @@ class _RunHelp(argparse.Action):
         parser.exit()
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="privgames", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version",
+def parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (also the source of the documentation's CLI page)."""
+    top = _Parser(prog="privgames", description=__doc__.splitlines()[0])
+    top.add_argument("--version", action="version",
                         version=f"privgames {importlib.metadata.version('privgames')}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("list", help="registered experiments")
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -246,7 +247,7 @@ def _parser() -> argparse.ArgumentParser:
     q = sub.add_parser("query", help="SQL over a results folder (the view is 'results')")
     q.add_argument("sql")
     q.add_argument("--out", type=_folder, default=Path("results"))
-    return parser
+    return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -275,10 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:  # ``privgames`` alone: what it can do
-        print(_parser().format_help(), end="")
+        print(parser().format_help(), end="")
         return 0
     try:
-        args = _parser().parse_args(argv)
+        args = parser().parse_args(argv)
         if args.command == "list":
             for name, description in experiments.listing():
                 print(f"{name:18s} {description}")

@@ -27,12 +27,37 @@ if TYPE_CHECKING:  # numpy and pandas are imported by the runners, not by ``priv
 
 Unit = tuple[dict[str, Any], "np.random.SeedSequence"]
 
-#: The game families: each is a package ``privgames.analysis.<game>`` whose ``__init__`` names
+#: The game families. Each is a package ``privgames.analysis.<game>`` whose ``__init__`` names
 #: its experiments (``EXPERIMENTS``: name -> one line) and imports nothing, whose ``experiments``
 #: module registers them, ``figures`` draws them and ``page`` is its page. A new game is one
 #: package and its name here; the catalogue, ``privgames list``, the report's order and the
 #: pages' menu are derived from these packages.
 GAMES = ("bas", "sar", "ppsp", "pricing", "budget", "learning", "apes")
+
+
+#: The papers whose claims the experiments test (an experiment's ``source``), by title.
+PAPERS = {
+    "chained-dp-bas-sar": "Chained-DP: Can We Recycle Privacy Budget? (Li, Huang, Zeng, Chen "
+                          "and Chen)",
+    "pricing-fl-noise": "Regulating Clients' Noise Adding in Federated Learning without "
+                        "Verification (Hong and Duan)",
+    "ppsp-ring-summation": "Distributed Privacy-Preserving Iterative Summation Protocols (Liu, "
+                           "Liu et al.)",
+    "budget-allocation-series": "Generalized and Multiple-Queries-Oriented Privacy Budget "
+                                "Strategies in Differential Privacy via Convergent Series (Bai, "
+                                "Yang, Xiang and Wang)",
+    "apes-shuffle-clip-laplace": "Echo of Neighbors: Privacy Amplification for Personalized "
+                                 "Private Federated Learning with Shuffle Model (Liu, Zhao, "
+                                 "Xiong, Liu and Chen)",
+}
+
+
+def paper_title(source: str) -> str:
+    """The title (and authors) of the paper an experiment tests; a plug-in's own ``source``
+    as given; for an experiment of no single paper, what it draws on."""
+    if not source:
+        return "no single paper: the games of all five, played by learners"
+    return PAPERS.get(source, source)
 
 
 @functools.cache

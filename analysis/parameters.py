@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privgames.analysis.experiments import Experiment
+from privgames.analysis.experiments import Experiment, paper_title
 from privgames.environments.config import Allowed, ConfigError
 
 #: A field's head in an ``Attributes:`` block: one or more names (in double backticks or
@@ -136,8 +136,7 @@ def show(experiment: Experiment, results: Path | None = None) -> str:
     judged (with their verdicts when ``results`` holds a run of the experiment)."""
     params = describe(experiment)
     lines = [f"{experiment.name}: {experiment.description}"]
-    if experiment.source:
-        lines.append(f"paper: papers/{experiment.source}.txt")
+    lines.append(f"paper: {paper_title(experiment.source)}")
     lines += ["", "parameters (--set NAME=VALUE; JSON values, a list on a swept parameter runs "
                   "each value):"]
     rows = [("name", "type", "default", "allowed", "meaning")]

@@ -79,15 +79,29 @@ def _summary(tally: list[tuple[str, str, pd.DataFrame, float]]) -> str:
 
 def _section(e: registry.Experiment, summary: dict, claims: pd.DataFrame,
              figure: str | None) -> str:
-    lines = [f"## {e.name}\n", f"{e.description} (paper: `{e.source}`)\n", "### Claims\n"]
-    lines.append(claims.assign(verdict="**" + claims["verdict"] + "**").to_markdown(index=False)
-                 if not claims.empty else
-                 "No printed claim is tested here: the experiment explores the model.")
+    lines = [f"## {e.name}\n",
+             f"{e.description} (paper: {registry.paper_title(e.source)})\n",
+             "### Claims\n", claims_markdown(claims), "", "### Numbers\n",
+             numbers_markdown(e, summary)]
+    if figure:
+        lines.append(f"\n![{e.name}]({figure})\n")
+    return "\n".join(lines) + "\n"
+
+
+def claims_markdown(claims: pd.DataFrame) -> str:
+    """The claims table of :meth:`privgames.analysis.api.Result.claims`, verdicts in bold."""
+    if claims.empty:
+        return "No printed claim is tested here: the experiment explores the model."
+    return claims.assign(verdict="**" + claims["verdict"] + "**").to_markdown(index=False)
+
+
+def numbers_markdown(e: registry.Experiment, summary: dict) -> str:
+    """A summary's scalars, its nested blocks and its ``table`` (under the experiment's
+    caption), as Markdown tables."""
     scalars = {k: v for k, v in summary.items()
                if k not in ("table", "parameters", "experiment") and not isinstance(v, dict)}
-    lines += ["", "### Numbers\n", pd.DataFrame({"value": [_short(v) for v in
-                                                           scalars.values()]},
-                                                index=list(scalars)).to_markdown()]
+    lines = [pd.DataFrame({"value": [_short(v) for v in scalars.values()]},
+                          index=list(scalars)).to_markdown()]
     for key, value in summary.items():  # nested results (e.g. one block per weighting)
         if isinstance(value, dict) and key != "parameters":
             lines += ["", f"**{key}**\n", pd.DataFrame([value]).T.rename(
@@ -95,9 +109,7 @@ def _section(e: registry.Experiment, summary: dict, claims: pd.DataFrame,
     if summary.get("table"):
         lines += ["", e.table_caption or "Per grid point:", "",
                   pd.DataFrame(summary["table"]).to_markdown(index=False, floatfmt=".4g")]
-    if figure:
-        lines.append(f"\n![{e.name}]({figure})\n")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
 
 
 def _short(value: object) -> str:

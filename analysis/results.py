@@ -225,7 +225,7 @@ def read_capped(path: Path, folder: Path, max_bytes: float) -> bytes | None:
     return data if len(data) <= max_bytes else None
 
 
-#: The largest Parquet file a query reads (a results folder's rows: far below it).
+#: The largest Parquet file a query reads (a results folder's rows are far below it).
 MAX_PARQUET_BYTES = 2.0 * 2**30
 
 

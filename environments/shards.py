@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 from privgames.environments.config import ConfigError
 from privgames.environments.streams import child, generator
 
-#: Agents per block: the unit of random streams, partial sums and shard boundaries.
+#: Agents per block, the unit of random streams, partial sums and shard boundaries.
 BLOCK = 1024
 
 

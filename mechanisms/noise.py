@@ -50,7 +50,7 @@ def clip_laplace_sample(x: ArrayLike, eps: ArrayLike, C: float, rng: np.random.G
     """Exact draws of ``CLap(x, 2C/eps, A)`` by the inverse CDF of the truncated Laplace: a
     uniform on the Laplace CDF's range over ``[-A, A]`` mapped back, each tail computed from its
     own side (no cancellation near either end). One uniform per draw, transformed in
-    cache-sized blocks by branch-free passes over reused buffers (:func:`_clap_block`); into
+    cache-sized blocks by branch-free passes over reused buffers (``_clap_block``); into
     ``out`` when given (C-contiguous, of the broadcast shape)."""
     A = C if A is None else A
     return _blockwise(x, _scale(eps, C), rng, lambda *block: _clap_block(*block, A=A), out)
@@ -219,7 +219,7 @@ def laplace_sample(x: ArrayLike, eps: ArrayLike, C: float, rng: np.random.Genera
     return _blockwise(x, _scale(eps, C), rng, _laplace_block, out)
 
 
-#: Grid points of the calibration curve (cubic Hermite with exact slopes: error ~ h^4).
+#: Grid points of the calibration curve (cubic Hermite with exact slopes, error ~ h^4).
 CALIBRATION_GRID = 257
 
 

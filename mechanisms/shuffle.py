@@ -30,7 +30,7 @@ from scipy.special import bdtrc, gammaln
 from privgames.mechanisms.validation import ConfigError
 
 METHODS = ("numerical", "closed")
-#: Table 2's personalised budget distributions: (kind, parameters, clip range).
+#: Table 2's personalised budget distributions, each (kind, parameters, clip range).
 DISTRIBUTIONS = {
     "uniform1": ("uniform", (0.05, 0.5), (0.05, 0.5)),
     "uniform2": ("uniform", (0.05, 1.0), (0.05, 1.0)),
