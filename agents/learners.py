@@ -193,8 +193,8 @@ class GridLearner(ABC):
         return self.act_with(rng.random(self.agents) if self.draws else None)
 
     def act_with(self, u: NDArray | None) -> NDArray:
-        """:meth:`GridLearner.act` with the agents' uniforms given (``(n,)``; a population split over
-        shards draws them by blocks of agents, :mod:`privgames.environments.shards`)."""
+        """:meth:`GridLearner.act` with the agents' uniforms given (``(n,)``; a population split
+        over shards draws them by blocks of agents, :mod:`privgames.environments.shards`)."""
         p = self.drawn_from = self._drawn_strategies()
         self.last = _draw(p, u)
         return self.grid[self.last]

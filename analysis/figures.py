@@ -8,9 +8,12 @@ the axes so that they hide no line. Each game's figures are in its package
 
 from __future__ import annotations
 
+import os
+
 import matplotlib
 
-matplotlib.use("Agg")
+if "MPLBACKEND" not in os.environ:  # a notebook's kernel names its inline backend there: keep it
+    matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402

@@ -1,8 +1,10 @@
-"""Shared fixtures: one Ray session for the whole test run (``ray.init`` costs seconds)."""
+"""Shared fixtures: one Ray session for the whole test run (``ray.init`` costs seconds), and
+Debian's Chromium driven by Playwright for the browser tests (pages and the docs site)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,36 @@ def ray_session():
     ray = ensure_ray(workers=2)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def quick_reproduction(tmp_path_factory, ray_session) -> Path:
+    """``privgames reproduce --workers 2`` into a folder, once a session: the report's test
+    reads it, and the documentation site's build reuses its runs (``keep_finished``)."""
+    from privgames.analysis.cli import main
+
+    out = tmp_path_factory.mktemp("reproduction")
+    assert main(["reproduce", "--workers", "2", "--out", str(out)]) == 0
+    return out
+
+
+#: Debian's Chromium (Playwright's own browser download cannot work here; .ci/run installs it).
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium for one test module; the test is skipped, saying why, where
+    Playwright or Chromium is missing."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the test extra installs it")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield b
+        b.close()
 
 
 def pytest_collection_modifyitems(config, items):

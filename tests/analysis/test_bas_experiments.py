@@ -54,11 +54,11 @@ def test_properties_are_measured(tmp_path):
 
 
 @pytest.mark.slow
-def test_reproduce_writes_figures_and_a_report_with_verdicts(tmp_path, ray_session):
+def test_reproduce_writes_figures_and_a_report_with_verdicts(quick_reproduction):
     """Every experiment: its summary, a figure, a claims table with verdicts; the report opens
     with the per-paper tally, and its counts add up to the verdicts listed below it. On the
     test session's Ray with 2 workers, as the README's quickstart runs it (on its own Ray)."""
-    assert main(["reproduce", "--workers", "2", "--out", str(tmp_path)]) == 0
+    tmp_path = quick_reproduction
     report = (tmp_path / "report.md").read_text()
     names = privgames.experiments()
     for name in names:
