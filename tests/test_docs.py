@@ -30,6 +30,7 @@ def site(tmp_path_factory, quick_reproduction) -> Path:
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "PRIVGAMES_DOCS_RESULTS": str(quick_reproduction)}
     done = subprocess.run([sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-n",
+                           "-D", "nb_execution_mode=force",
                            "-q", "docs", str(out)], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-4000:]
