@@ -45,6 +45,51 @@ COLUMNS = {
 }
 
 
+#: A metric's unit, read from its name by the naming conventions every experiment follows:
+#: the first rule with a key the name holds wins (a key starting ``^`` must start the name, a
+#: key alone in its tuple may also be the whole name); a suffix ``_n``, ``_var``, ``_se``,
+#: ``_sd`` or ``_predicted`` qualifies the unit of the metric it is attached to.
+UNITS = (
+    (("^is_", "_is_", "converged", "feasible", "priced", "preserved", "truthful_learned",
+      "event", "positive"), "1 or 0 (yes or no)"),
+    (("epsilon", "^eps_", "^audit_eps", "privacy_loss", "^eon_", "^baseline_"),
+     "epsilon (privacy loss, in nats)"),
+    (("^delta",), "probability"),
+    (("rate", "share", "fraction", "exposure", "accuracy", "^f1", "probability", "azuma",
+      "p_estimate", "threshold", "^q"), "proportion in [0, 1]"),
+    (("mse", "sigma2", "variance"), "squared data units (a variance or a mean squared error)"),
+    (("^sigma",), "data units (a standard deviation)"),
+    (("error", "drift", "^target", "^y", "^c", "^c_", "optimal_c"), "data units"),
+    (("distance", "relative", "ratio", "poa", "total_over", "spread", "margin", "change"),
+     "relative (dimensionless)"),
+    (("_rounds", "^rounds"), "count"),
+    (("utility_bound",), "data units"),
+    (("^loss", "final_loss", "loss_gap"), "the trained model's loss (its objective's value)"),
+    (("cost", "payment", "reward", "gain", "regret", "gap", "utility"), "the game's cost units"),
+    (("round", "participants", "trials", "opted_out", "steps", "_K", "^report_"), "count"),
+)
+
+
+def unit(metric: str) -> str:
+    """The unit of ``metric`` by the naming conventions (:data:`UNITS`), or ``""``."""
+    for suffix in ("_n", "_var", "_sd", "_se", "_predicted"):
+        if metric.endswith(suffix) and metric != suffix:
+            if suffix == "_n":
+                return "count of independent draws behind the mean"
+            base = unit(metric[: -len(suffix)])
+            return f"square of: {base}" if suffix == "_var" and base else base
+    for keys, name in UNITS:
+        for key in keys:
+            if key.startswith("^"):
+                exact = key[1:]
+                if metric == exact or (metric.startswith(exact) and (
+                        exact.endswith("_") or metric[len(exact)] == "_")):
+                    return name
+            elif key in metric:
+                return name
+    return ""
+
+
 def write_all(results: Path = RESULTS) -> None:
     """Write every generated page (runs the experiments that ``results`` does not hold)."""
     _write_if_changed(DOCS / "reference" / "cli.md", cli_page())
@@ -98,8 +143,10 @@ def experiment_page(experiment, results: Path, folder: Path) -> str:
                              "meaning": COLUMNS.get(c, "grid parameter (see Parameters)")}
                             for c in result.rows.columns]).to_markdown(index=False), ""]
     if "metric" in result.rows:
-        lines += ["Metrics, with the methods each is reported for and its range at quick "
-                  "scale:", "", _metrics(result.rows).to_markdown(index=False), ""]
+        lines += ["Metrics, each with its unit (read from its name by the naming conventions; "
+                  "blank where the name says none: the system's explanation page describes "
+                  "it), the methods it is reported for and its range at quick scale:", "",
+                  _metrics(result.rows).to_markdown(index=False), ""]
     lines += ["## Summary", "", f"`{name}.summary.json` at quick scale, seed 0:", "",
               numbers_markdown(experiment, result.summary), "", "## Claims", "",
               "The paper's claims beside the measurement, judged as in the "
@@ -116,7 +163,8 @@ def _metrics(rows: pd.DataFrame) -> pd.DataFrame:
     for metric, group in rows.groupby("metric", sort=True):
         values = pd.to_numeric(group["value"], errors="coerce")
         methods = sorted(map(str, group["method"].unique())) if "method" in group else []
-        out.append({"metric": f"`{metric}`", "methods": ", ".join(methods), "rows": len(group),
+        out.append({"metric": f"`{metric}`", "unit": unit(str(metric)),
+                    "methods": ", ".join(methods), "rows": len(group),
                     "min": f"{values.min():.4g}", "max": f"{values.max():.4g}"})
     return pd.DataFrame(out)
 

@@ -129,6 +129,25 @@ def test_the_generated_pages_restate_the_code():
     assert any("ppsp-ring" in line for line in k_rows)
 
 
+def test_a_metric_s_unit_is_read_from_its_name():
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        from generate import unit
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    assert unit("success_rate") == "proportion in [0, 1]"
+    assert unit("success_rate_var") == "square of: proportion in [0, 1]"
+    assert unit("success_rate_predicted") == unit("success_rate")
+    assert unit("mse_n").startswith("count")
+    assert unit("epsilon_paper") == unit("eps_central_eon") == unit("audit_eps_lower")
+    assert unit("epsilon").startswith("epsilon")
+    assert unit("eq10_is_equilibrium") == unit("converged") == "1 or 0 (yes or no)"
+    assert unit("leader_steps_below") == unit("infinite_cost_rounds") == "count"
+    assert unit("sigma2").startswith("squared data units")
+    assert unit("sigma_H").startswith("data units")
+    assert unit("beta_H") == ""  # a preference: no convention names its unit
+
+
 def test_the_readme_is_short_and_lists_every_experiment():
     text = README.read_text()
     assert len(text.splitlines()) < 200
