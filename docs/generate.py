@@ -9,8 +9,8 @@ drift from what they describe:
   figure, from a run at quick scale with seed 0 (kept in the results folder, so a rebuild runs
   only what changed: ``api.run(keep_finished=True)``);
 - ``reference/cli.md``: every command's help, from the argument parser;
-- ``reference/glossary.md``: the parameter names that several experiments share, with each
-  one's meaning by experiment, from the configs' docstrings;
+- ``reference/glossary.md``: the parameter names that several game families share, with each
+  family's meaning, from the configs' docstrings;
 - ``tutorials/notebooks/*.ipynb``: the notebooks, copied from ``notebooks/`` (MyST-NB executes
   them during the build).
 
@@ -189,28 +189,30 @@ def cli_page() -> str:
 
 
 def glossary_page() -> str:
-    """The parameter names that more than one experiment uses, each meaning with its
-    experiments, from the configs' docstrings (:func:`privgames.analysis.parameters.describe`)."""
+    """The parameter names that experiments of more than one game family accept, with each
+    family's meaning, from the configs' docstrings (:func:`privgames.analysis.parameters.describe`;
+    a family's meaning is that of its first experiment that has the name)."""
     from privgames.analysis import experiments
     from privgames.analysis.parameters import describe
 
-    uses: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    games = {name: game for name, (game, _) in experiments.catalogue().items()}
+    uses: dict[str, dict[str, str]] = defaultdict(dict)
     for experiment in experiments.all_experiments():
+        game = games.get(experiment.name, experiment.name)
         for p in describe(experiment):
-            uses[p.name][p.meaning or "(no meaning written)"].append(experiment.name)
+            uses[p.name].setdefault(game, p.meaning or "(no meaning written)")
     lines = ["# Glossary of shared names", "",
              "Most parameters keep their paper's symbol, so that a value can be checked against "
              "the paper's equations; where two papers use one symbol for different things, the "
              "experiments do too. Generated from the configurations' docstrings: every "
-             "parameter name that more than one experiment accepts, with each of its meanings "
-             "and the experiments that give it that meaning.", "",
-             "| name | meaning | experiments |", "|---|---|---|"]
+             "parameter name that experiments of more than one game family accept, with its "
+             "meaning in each family (an experiment's own page lists all of its parameters).",
+             "", "| name | meaning, by game family |", "|---|---|"]
     for name in sorted(uses, key=str.lower):
-        meanings = uses[name]
-        if sum(map(len, meanings.values())) < 2:
-            continue
-        for meaning, names in meanings.items():
-            lines.append(f"| `{name}` | {_cell(meaning)} | {', '.join(names)} |")
+        if len(uses[name]) > 1:
+            meanings = "; ".join(f"**{game}**: {_cell(meaning)}"
+                                 for game, meaning in uses[name].items())
+            lines.append(f"| `{name}` | {meanings} |")
     return "\n".join(lines) + "\n"
 
 
