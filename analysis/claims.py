@@ -6,14 +6,22 @@ with what privgames measured, and judges it:
 * **holds** — an equality within 3 standard errors (a Monte-Carlo figure; several comparisons
   at once use the family-wise threshold of :func:`z_threshold`) or within a stated tolerance (a
   deterministic figure);
-* **bound** — an inequality the measurement satisfies; the slack says by how much;
-* **fails** — the measurement contradicts the printed claim, by the same rules.
+* **bound** — an inequality the measurement satisfies (by more than 3 standard errors, when
+  it has one); the slack says by how much;
+* **fails** — the measurement contradicts the printed claim, by the same rules (an inequality:
+  by more than 3 standard errors);
+* **not resolved** — an inequality whose measurement lies within 3 standard errors of its
+  bound: the data separate neither side (never read as a failure);
+* **too few runs** — the same, for a claim that knows how many runs it stands on (``runs``):
+  the detail says about how many would separate a difference of the measured size;
+* **not applicable** — the paper's reference does not apply to the run, or nothing was
+  measured, with the reason.
 
 No verdict is a constant: a claim that the papers get wrong is stated as printed and fails
 only because the measurement contradicts it (so it would read "holds" if the paper were right).
 ``erratum`` names the entry of ``docs/errata.md`` that explains such a failure; it is shown only
 on a computed failure, and the caller passes it only for the case it explains (a rule, a
-reading). A failure without one is a finding to investigate.
+reading). A failure without one is a finding to investigate, and says so ("unexplained").
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from dataclasses import dataclass
 
 from scipy.special import ndtr, ndtri
 
-VERDICTS = ("holds", "bound", "fails", "not applicable")
+VERDICTS = ("holds", "bound", "fails", "not resolved", "too few runs", "not applicable")
 KINDS = ("equal", "true", "at_most", "at_least", "z")
 
 
@@ -52,6 +60,9 @@ class Claim:
         erratum: the ``docs/errata.md`` entry that explains a failure (shown only on one).
         inapplicable: why the paper's reference does not apply to this run (another budget
             than the printed table's, nothing to compare); the claim is then not judged.
+        runs: how many independent runs ``measured`` and ``se`` stand on, where that is what
+            limits the evidence (shares of runs); an undecided inequality then reads "too
+            few runs".
     """
 
     claim: str
@@ -62,6 +73,7 @@ class Claim:
     kind: str = "equal"
     erratum: str | None = None
     inapplicable: str | None = None
+    runs: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -73,15 +85,17 @@ class Claim:
         ends with its erratum."""
         if self.inapplicable:
             return "not applicable", self.inapplicable
+        m = self.measured
+        if m is None or (isinstance(m, float) and math.isnan(m)):
+            return "not applicable", "nothing measured"
         verdict, detail = self._judge()
-        if verdict == "fails" and self.erratum:
-            detail += f"; see errata: {self.erratum}"
+        if verdict == "fails":
+            detail += (f"; see errata: {self.erratum}" if self.erratum
+                       else "; unexplained (no erratum)")
         return verdict, detail
 
     def _judge(self) -> tuple[str, str]:
         m, p = self.measured, self.paper
-        if m is None or (isinstance(m, float) and math.isnan(m)):
-            return "fails", "not measured"
         if self.kind == "true":
             return ("holds" if m else "fails"), ("as claimed" if m else "contradicted")
         if self.kind == "z":
@@ -89,7 +103,9 @@ class Claim:
             return ("holds" if ok else "fails"), f"max z = {m:.2f}, threshold {self.tolerance:.2f}"
         if self.kind in ("at_most", "at_least"):
             gap = (p - m) if self.kind == "at_most" else (m - p)
-            allowed = 3 * self.se if self.se else (self.tolerance or 0.0)
+            if self.se and abs(gap) < 3 * self.se:
+                return self._undecided(gap / self.se)
+            allowed = 0.0 if self.se else (self.tolerance or 0.0)
             if gap >= -allowed:
                 rel = f" ({gap / abs(p):.3g} of the bound)" if p else ""
                 return "bound", f"slack {gap:.4g}{rel}"
@@ -104,6 +120,15 @@ class Claim:
             tol = self.tolerance or 0.0
             ok, detail = diff <= tol, f"|diff| = {diff:.3g} (tolerance {tol:.3g})"
         return ("holds" if ok else "fails"), detail
+
+    def _undecided(self, z: float) -> tuple[str, str]:
+        """An inequality within 3 SE of its bound: how far, and what would separate it."""
+        detail = f"z = {z:.2f}, within 3 SE of the bound"
+        if self.runs is None:
+            return "not resolved", detail
+        runs = math.ceil(round(self.runs * (3 / z) ** 2, 9)) if z else 0
+        need = f"; about {runs:,} runs would separate a difference of this size" if z else ""
+        return "too few runs", f"n = {self.runs}: {detail}{need}"
 
     def row(self) -> dict:
         """The claim as a report row."""

@@ -21,10 +21,13 @@ from privgames.analysis.results import write_json, write_text
 LEGEND = ("**holds**: equal within 3 standard errors (Monte-Carlo figures; the largest of m "
           "z-scores is held to the family-wise 3-sigma threshold, Bonferroni) or within the "
           "stated tolerance (deterministic figures). **bound**: an inequality that the "
-          "measurement satisfies, with its slack. **fails**: the measurement contradicts the "
-          "printed claim; the erratum in `docs/errata.md` explains it. **not applicable**: the "
-          "paper's reference does not apply to the run (another budget than the printed "
-          "table's), so nothing is judged.")
+          "measurement satisfies (by more than 3 standard errors, when it has one), with its "
+          "slack. **fails**: the measurement contradicts the printed claim (an inequality: by "
+          "more than 3 standard errors); the erratum in `docs/errata.md` explains it, or it is "
+          "marked unexplained. **not resolved**: an inequality within 3 standard errors of its "
+          "bound, which the data do not decide. **too few runs**: the same, for a claim on "
+          "runs, with about how many would decide it. **not applicable**: the paper's reference "
+          "does not apply to the run, or nothing was measured, with the reason.")
 
 
 def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | str | None = "auto",
@@ -45,7 +48,7 @@ def reproduce(out: Path, scale: str = "quick", seed: int = 0, workers: int | str
         drawn = result.save_figure(out)
         figure = None if drawn is None else drawn.name
         seconds[e.name] = time.perf_counter() - start
-        tally.append((e.source or "other", e.name, claims, seconds[e.name]))
+        tally.append((e.source or "learners in all five games", e.name, claims, seconds[e.name]))
         sections.append(_section(e, result.summary, claims, figure))
     head = [f"# privgames reproduction ({scale} scale, seed {seed})\n", "## Summary\n",
             _summary(tally), "", LEGEND, ""]
@@ -62,30 +65,38 @@ def _counts(claims: pd.DataFrame) -> dict[str, int]:
 
 
 def _summary(tally: list[tuple[str, str, pd.DataFrame, float]]) -> str:
+    """Counts per paper, then every failing claim on a line of its own with its experiment."""
     per_paper: dict[str, Counter] = {}
-    lines = []
-    for paper, name, claims, seconds in tally:
-        counts = _counts(claims)
-        per_paper.setdefault(paper, Counter()).update(counts)
-        failed = "; ".join(claims.loc[claims["verdict"] == "fails", "claim"].str.split(":")
-                           .str[0])
-        lines.append({"paper": paper, "experiment": name, **counts, "failing claims": failed,
-                      "wall time (s)": round(seconds, 1)})
-    papers = pd.DataFrame([{"paper": p, **{v: c[v] for v in VERDICTS}}
+    failing = []
+    for paper, name, claims, _ in tally:
+        per_paper.setdefault(paper, Counter()).update(_counts(claims))
+        for claim, detail in claims.loc[claims["verdict"] == "fails", ["claim", "detail"]].values:
+            why = detail.split("; see errata: ", 1)
+            reason = f"erratum: {why[1]}" if len(why) > 1 else "unexplained"
+            failing.append(f"- **{name}**: {claim} ({reason})")
+    used = [v for v in VERDICTS if any(c[v] for c in per_paper.values())]
+    papers = pd.DataFrame([{"paper": p, **{v: c[v] for v in used}}
                            for p, c in per_paper.items()])
-    return (papers.to_markdown(index=False) + "\n\n"
-            + pd.DataFrame(lines).to_markdown(index=False))
+    return "\n".join([papers.to_markdown(index=False), "",
+                      f"Failing claims ({len(failing)}):" if failing else "No claim fails.", "",
+                      *failing])
 
 
 def _section(e: registry.Experiment, summary: dict, claims: pd.DataFrame,
              figure: str | None) -> str:
     lines = [f"## {e.name}\n",
              f"{e.description} (paper: {registry.paper_title(e.source)})\n",
-             "### Claims\n", claims_markdown(claims), "", "### Numbers\n",
+             "### Claims\n", _verdict_line(claims), "", claims_markdown(claims), "",
+             "### Numbers\n",
              numbers_markdown(e, summary)]
     if figure:
         lines.append(f"\n![{e.name}]({figure})\n")
     return "\n".join(lines) + "\n"
+
+
+def _verdict_line(claims: pd.DataFrame) -> str:
+    counts = _counts(claims)
+    return "Verdicts: " + (", ".join(f"{n} {v}" for v, n in counts.items() if n) or "none") + "."
 
 
 def claims_markdown(claims: pd.DataFrame) -> str:

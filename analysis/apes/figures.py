@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from privgames.analysis.figures import integer_ticks, legend_outside
+from privgames.analysis.figures import ERROR_BAR_SE, integer_ticks, legend_outside
 from privgames.analysis.metrics import pooled
 
 
@@ -24,10 +24,11 @@ def apes_training(rows: pd.DataFrame) -> plt.Figure:
     final = pooled(rows, "accuracy")
     eps = rows[rows["metric"] == "eps_central"].groupby("method")["value"].mean()
     x = np.arange(len(final))
-    axes[1].errorbar(x, final["accuracy"], yerr=2 * final["accuracy_se"], fmt="o")
+    axes[1].errorbar(x, final["accuracy"], yerr=ERROR_BAR_SE * final["accuracy_se"], fmt="o")
     axes[1].set_xticks(x, [f"{m}\neps_c={eps[m]:.3g}" for m in final["method"]], fontsize="small",
                        rotation=30, ha="right")
-    axes[1].set(ylabel="final test accuracy (2 SE)", title="Accuracy and central epsilon")
+    axes[1].set(ylabel=f"final test accuracy ({ERROR_BAR_SE} SE)",
+                title="Accuracy and central epsilon")
     legend_outside(axes[0], "framework")
     fig.tight_layout()
     return fig
@@ -43,9 +44,10 @@ def apes_sweep(rows: pd.DataFrame, x: str, label: str, logx: bool) -> plt.Figure
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for name, g in table.groupby(hue):
         g = g.sort_values(x)
-        ax.errorbar(g[x], g["accuracy"], yerr=2 * g["accuracy_se"], marker="o", capsize=2,
-                    label=str(name))
-    ax.set(xlabel=label, ylabel="final test accuracy (2 SE)", xscale="log" if logx else "linear")
+        ax.errorbar(g[x], g["accuracy"], yerr=ERROR_BAR_SE * g["accuracy_se"], marker="o",
+                    capsize=2, label=str(name))
+    ax.set(xlabel=label, ylabel=f"final test accuracy ({ERROR_BAR_SE} SE)",
+           xscale="log" if logx else "linear")
     legend_outside(ax, hue)
     fig.tight_layout()
     return fig

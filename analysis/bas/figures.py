@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from privgames.analysis.figures import integer_ticks, legend_outside
+from privgames.analysis.figures import ERROR_BAR_SE, integer_ticks, legend_outside
 from privgames.analysis.metrics import pooled
 
 LABELS = {"chained": "Chained-DP (learned)", "nash": "NE (Theorem 1)", "ldp": "LDP (eq 26)",
@@ -54,7 +54,7 @@ def methods_vs(rows: pd.DataFrame, x: str, metrics: Sequence[str],
             for (method, *rest), g in table.groupby(["method", *by[1:]], sort=False):
                 g = g.sort_values(x)
                 tag = f" ({rest[0]})" if rest else ""
-                ax.errorbar(g[x], g["mse"], yerr=2 * g["mse_se"], marker=MARKERS[method],
+                ax.errorbar(g[x], g["mse"], yerr=ERROR_BAR_SE * g["mse_se"], marker=MARKERS[method],
                             ms=7, linestyle="none",
                             color=palette[method], label=f"{method}{tag}",
                             mfc="none" if rest and rest[0] == "sorted" else None)
@@ -71,7 +71,7 @@ def methods_vs(rows: pd.DataFrame, x: str, metrics: Sequence[str],
         else:
             sel = rows[rows["metric"] == metric].assign(method=lambda f: f["method"].map(LABELS))
             sns.lineplot(sel, x=x, y="value", hue="method", style=style, marker="o", ax=ax,
-                         errorbar=("se", 2), palette=palette)
+                         errorbar=("se", ERROR_BAR_SE), palette=palette)
         ax.set(yscale="log", xlabel=x, ylabel=YLABELS.get(metric, metric))
         legend_outside(ax)
     fig.tight_layout()

@@ -192,7 +192,7 @@ def bounds_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
         out[f"table{t}_max_gap"] = float(g[["gap_low", "gap_high"]].max().max())
         off = g[(g["gap_low"] > PRINTED) | (g["gap_high"] > PRINTED)]
         out[f"table{t}_cells_off"] = [int(n) for n in off["N"]]
-        if "high_floor_t" in g:
+        if "high_floor_t" in g and g["high_floor_t"].notna().any():  # the Taylor table only
             out[f"table{t}_floor_t_max_gap"] = float(
                 (g["high_floor_t"] - g["printed_high"]).abs().max())
         out[f"table{t}_literal_max_gap"] = float(
@@ -277,7 +277,8 @@ def kmeans_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
 
 
 #: What each data set's figures claim against AVG at the largest iteration count (section 7.2):
-#: the methods that beat it (z of the difference >= 3) and those it beats (z <= -3).
+#: the methods that beat it and those it beats (judged by the z of the difference: beyond 3 on
+#: the claimed side holds, beyond 3 on the other fails, in between is not resolved).
 KMEANS_ORDERINGS = {
     "unbalance": ("Figs 10-11", ("flip-geo", "ac-flip-geo", "flip-taylor"),
                   ("bisection", "cormode", "bl-taylor")),
@@ -293,12 +294,14 @@ def kmeans_claims(s: Mapping[str, Any]) -> list[Claim]:
         return []
     figures, better, worse = KMEANS_ORDERINGS[data]
     z, n = s.get("better_than_avg_z", {}), s["iterations_max"]
+    # The measurement is the z of the difference: 0 is the bound, 1 its standard error, so a
+    # |z| under 3 separates neither side ("not resolved"), never a failure.
     out = [Claim(f"{figures} ({data}): {method} beats AVG at {n} iterations (z of the difference "
-                 f"in {s['score']})", 3.0, z[method], kind="at_least",
+                 f"in {s['score']})", 0.0, z[method], se=1.0, kind="at_least",
                  erratum="Figs 10-13 (k-means orderings)")
            for method in better if method in z]
     out += [Claim(f"{figures} ({data}): {method} is worse than AVG at {n} iterations (z of the "
-                  f"difference in {s['score']})", -3.0, z[method], kind="at_most")
+                  f"difference in {s['score']})", 0.0, z[method], se=1.0, kind="at_most")
             for method in worse if method in z]
     return out
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from privgames.analysis.figures import integer_ticks, legend_outside
+from privgames.analysis.figures import ERROR_BAR_SE, integer_ticks, legend_outside
 from privgames.analysis.metrics import pooled
 
 
@@ -25,7 +25,8 @@ def budget_noise(rows: pd.DataFrame) -> plt.Figure:
     for ax, n in zip(axes[0], ns, strict=True):
         t = table[table["N"] == n].reset_index(drop=True)
         x = np.arange(len(t))
-        ax.errorbar(x, t["mse"], yerr=2 * t["mse_se"], fmt="o", label="simulated (2 SE)")
+        ax.errorbar(x, t["mse"], yerr=ERROR_BAR_SE * t["mse_se"], fmt="o",
+                    label=f"simulated ({ERROR_BAR_SE} SE)")
         ax.scatter(x, t["mse_predicted"], marker="_", s=600, color="black",
                    label="sum 2/eps_i^2")
         if epsilon == TABLE2_EPSILON:  # the printed values are for that budget only
@@ -74,9 +75,9 @@ def budget_kmeans(rows: pd.DataFrame) -> plt.Figure:
     fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.4))
     for method, g in table.groupby("method", sort=False):
         g = g.sort_values("iterations")
-        axes[0].errorbar(g["iterations"], g[score], yerr=2 * g[f"{score}_se"], marker="o",
-                         capsize=2, label=method, linestyle="--" if "/" in method else "-",
-                         color=colours[method])
+        axes[0].errorbar(g["iterations"], g[score], yerr=ERROR_BAR_SE * g[f"{score}_se"],
+                         marker="o", capsize=2, label=method,
+                         linestyle="--" if "/" in method else "-", color=colours[method])
     sns.lineplot(sd, x="iterations", y="value", hue="method", marker="o", ax=axes[1],
                  errorbar=None, legend=False, palette=colours)
     label = "weighted F1 (higher is better)" if score == "f1" else "NIVC (lower is better)"
@@ -96,8 +97,8 @@ def budget_collusion(rows: pd.DataFrame) -> plt.Figure:
     t = pooled(rows, "attack_mse").reset_index(drop=True)
     x = np.arange(len(t))
     fig, ax = plt.subplots(figsize=(9, 4.4))
-    ax.bar(x, t["attack_mse"], yerr=2 * t["attack_mse_se"], color="C0", alpha=0.8,
-           label="attack MSE (measured, 2 SE)")
+    ax.bar(x, t["attack_mse"], yerr=ERROR_BAR_SE * t["attack_mse_se"], color="C0", alpha=0.8,
+           label=f"attack MSE (measured, {ERROR_BAR_SE} SE)")
     ax.scatter(x, t["attack_mse_predicted"], marker="_", s=500, color="black",
                label="predicted from the budgets")
     ax.set_xticks(x, t["method"], rotation=45, ha="right")

@@ -5,6 +5,7 @@ gap of their joint play."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -177,7 +178,8 @@ def learning_claims(s: Mapping[str, Any]) -> list[Claim]:
                          f"predicted profile ({r['predicted']}) in at least half of the "
                          f"{r['pooled_runs']} runs (shares of the rest: {others}; play: "
                          f"{_reached(r.get('play', {}))})", 0.5, share["share"],
-                         se=share["se"], kind="at_least"))
+                         se=max(share["se"], math.sqrt(0.25 / r["pooled_runs"])),
+                         kind="at_least", runs=r["pooled_runs"]))
         if r.get("subgame_gap_relative") is not None:
             out.append(Claim(f"{where}: the last iterate is subgame perfect, as Theorem 1's "
                              "profile: no user's reply at any state, reached or not, gains "

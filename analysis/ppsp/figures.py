@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from privgames.analysis.figures import integer_ticks, legend_outside
+from privgames.analysis.figures import ERROR_BAR_SE, integer_ticks, legend_outside
 from privgames.analysis.metrics import pooled
 
 
@@ -68,8 +68,8 @@ def theory_vs_measured(rows: pd.DataFrame, x: str, theory: str, measured: str,
         ax.plot(t.index, t.to_numpy(), "--", color=colour, label=f"{theory} ({method})")
         if has_se:
             m = pooled(g, measured, [x], theory=theory.removeprefix(f"{measured}_"))
-            ax.errorbar(m[x], m[measured], yerr=2 * m[f"{measured}_se"], fmt="o",
-                        color=colour, capsize=3, label=f"{measured} ({method}, 2 SE)")
+            ax.errorbar(m[x], m[measured], yerr=ERROR_BAR_SE * m[f"{measured}_se"], fmt="o",
+                        color=colour, capsize=3, label=f"{measured} ({method}, {ERROR_BAR_SE} SE)")
         else:
             m = g[g["metric"] == measured].groupby(x)["value"].max()
             ax.plot(m.index, m.to_numpy(), "o", color=colour, label=f"{measured} ({method})")

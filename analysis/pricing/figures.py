@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from privgames.analysis.figures import integer_ticks, legend_outside
+from privgames.analysis.figures import ERROR_BAR_SE, integer_ticks, legend_outside
 
 
 def pricing_trace(rows: pd.DataFrame) -> plt.Figure:
@@ -58,7 +58,7 @@ def pricing_trace(rows: pd.DataFrame) -> plt.Figure:
 
 def pricing_fig1(rows: pd.DataFrame) -> plt.Figure:
     """Fig 1: social cost of the learned end point vs the variance of the types, with and
-    without prices (markers, 2 SE over populations), and the true optimum (dashed); one panel
+    without prices (markers, 3 SE over populations), and the true optimum (dashed); one panel
     per aggregation rule."""
     final = rows[rows["metric"].isin(["social_cost", "optimal_social_cost"])].copy()
     final["variance"] = final["alpha_std"] ** 2
@@ -69,7 +69,7 @@ def pricing_fig1(rows: pd.DataFrame) -> plt.Figure:
         learned = sel[sel["metric"] == "social_cost"].assign(
             prices=lambda f: f["pricing"].map({True: "with prices", False: "without prices"}))
         sns.lineplot(learned, x="variance", y="value", hue="prices", marker="o", ax=ax,
-                     errorbar=("se", 2), err_style="bars")
+                     errorbar=("se", ERROR_BAR_SE), err_style="bars")
         opt = sel[sel["metric"] == "optimal_social_cost"].groupby("variance")["value"].mean()
         ax.plot(opt.index, opt.to_numpy(), "k--", label="true optimum")
         ax.set(yscale="log", xlabel="variance of alpha", ylabel="social cost (eq 6)",

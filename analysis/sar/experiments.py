@@ -185,12 +185,20 @@ def participation_unit(config: SARConfig, seed: np.random.SeedSequence) -> pd.Da
 
 
 def participation_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
-    """Final participation and attack success per grid point (mean over populations)."""
+    """Final participation and attack success per grid point: each a mean over the populations
+    where it is defined, beside how many those are (``populations``, and ``NAME_populations``
+    per mean: no attack succeeds or fails where everyone has left, so ``success_rate`` may
+    average fewer populations than ``participants``)."""
     last = rows[rows["round"] == params["rounds"]]
     wide = last.pivot_table(index=["p", "method", "population"], columns="metric",
-                            values="value").reset_index()
-    table = wide.groupby(["p", "method"]).mean(numeric_only=True).reset_index()
-    keep = ["p", "method", "participants", "p_estimate", "success_rate",
+                            values="value", dropna=False).reset_index()
+    grouped = wide.groupby(["p", "method"])
+    table = grouped.mean(numeric_only=True).reset_index()
+    table["populations"] = grouped["population"].nunique().to_numpy()
+    averaged = ["participants", "p_estimate", "success_rate"]
+    for metric in averaged:
+        table[f"{metric}_populations"] = grouped[metric].count().to_numpy()
+    keep = ["p", "method", "populations", *averaged, *(f"{m}_populations" for m in averaged),
             "predicted_largest_admitting_K", "predicted_failure_probability"]
     return {"table": table[keep].to_dict(orient="records")}
 
@@ -258,9 +266,10 @@ register(Experiment(
     grid={"p": [0.02, 0.05, 0.1, 0.2], "attacker": ["weak", "strong"]},
     summarize=participation_summary,
     source="chained-dp-bas-sar",
-    table_caption="Per p and attacker, at the last round (mean over populations): "
-                  "participants, their estimate of p, attack success, and the largest K whose "
-                  "threshold admits p.",
+    table_caption="Per p and attacker, at the last round: participants, their estimate of p, "
+                  "attack success (each a mean over the populations where it is defined, with "
+                  "how many those are: NAME_populations of populations), and the largest K "
+                  "whose threshold admits p.",
     defaults={"K": 20, "N": 5, "d": 10, "rounds": 30},
     paper={"K": 50, "rounds": 200, "populations": 20},
     populations=3,

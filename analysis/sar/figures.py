@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from privgames.analysis.figures import integer_ticks, legend_outside
+from privgames.analysis.figures import ERROR_BAR_SE, integer_ticks, legend_outside
 from privgames.analysis.metrics import pooled
 
 
@@ -21,8 +21,8 @@ def attack(rows: pd.DataFrame) -> plt.Figure:
                        .assign(rate=n) for n in names], ignore_index=True)
     fig, ax = plt.subplots(figsize=(7.5, 4))
     xs = np.arange(len(table))
-    ax.errorbar(xs, table["measured"], yerr=2 * table["se"], fmt="o", capsize=4,
-                label="measured (2 SE)")
+    ax.errorbar(xs, table["measured"], yerr=ERROR_BAR_SE * table["se"], fmt="o", capsize=4,
+                label=f"measured ({ERROR_BAR_SE} SE)")
     ax.hlines(table["theory"], xs - 0.3, xs + 0.3, colors="C1", linestyles="--",
               label="theory (eq 31 / corrected eq 32)")
     ax.set_xticks(xs, [f"{r}\n({m})" for r, m in zip(table["rate"], table["method"],
@@ -45,8 +45,8 @@ def measured_vs_predicted(rows: pd.DataFrame, x: str, metric: str,
         for colour, (key, g) in zip(colours, groups, strict=True):
             g = g.sort_values(x)
             name = "" if key is None else f"{hue}={key[0] if isinstance(key, tuple) else key}"
-            ax.errorbar(g[x], g[metric], yerr=2 * g[f"{metric}_se"], fmt="o", color=colour,
-                        capsize=3, label=f"measured {name}".strip())
+            ax.errorbar(g[x], g[metric], yerr=ERROR_BAR_SE * g[f"{metric}_se"], fmt="o",
+                        color=colour, capsize=3, label=f"measured {name}".strip())
             ax.plot(g[x], g[f"{metric}_predicted"], "--", color=colour, lw=1)
         ax.plot([], [], "--", color="grey", label="theory (dashed)")
         ax.set(title=f"{attacker} attacker", xlabel=x, ylabel=metric.replace("_", " "))
@@ -67,7 +67,7 @@ def thresholds(rows: pd.DataFrame) -> plt.Figure:
     ax = axes[1]
     for colour, attacker in zip(("C0", "C1"), ("weak", "strong"), strict=True):
         t = pooled(rows[rows["attacker"] == attacker], "success_rate", ["K"]).sort_values("K")
-        ax.errorbar(t["K"], t["success_rate"], yerr=2 * t["success_rate_se"], fmt="o",
+        ax.errorbar(t["K"], t["success_rate"], yerr=ERROR_BAR_SE * t["success_rate_se"], fmt="o",
                     color=colour, capsize=3, label=f"measured at p_k ({attacker})")
     k = np.sort(rows["K"].unique())
     ax.plot(k, 1.0 / k**2, "--", color="grey", label="target 1/K^2")

@@ -89,7 +89,15 @@ def test_reproduce_writes_figures_and_a_report_with_verdicts(quick_reproduction)
     sections = body.split("\n## ")
     papers = "\n".join(x for x in sections if not x.startswith("learning-dynamics"))
     # every failure of a paper's claim is explained; learning-dynamics judges our learners
-    assert papers.count("fails") == papers.count("see errata")
+    assert papers.count("**fails**") == papers.count("see errata")
+    # the summary fits a screen: counts per paper, then each failing claim on its own line
+    summary = head.split("## Summary", 1)[1]
+    assert len(head.splitlines()) < 60
+    fails = [line for line in summary.splitlines() if line.startswith("- **")]
+    assert len(fails) == body.count("**fails**")
+    assert all(line.endswith(")") and ("(erratum: " in line or "(unexplained)" in line)
+               for line in fails)
+    assert "(paper: )" not in report and "(paper: ``)" not in report
     assert len(papers) < len(body)  # the learning-dynamics section was found and set apart
     assert "Predicted (eq 9) vs measured MSE" not in report
 

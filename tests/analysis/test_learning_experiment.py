@@ -61,8 +61,9 @@ def test_ppsp_from_random_starts_reports_each_references_share_and_judges_theore
         assert v["se"] == pytest.approx(math.sqrt(v["share"] * (1 - v["share"]) / 6))
     claim = learning_claims(s)[-1]
     assert "theorem4" in claim.claim and claim.measured == shares["theorem4"]["share"]
-    assert claim.verdict()[0] == ("bound" if shares["theorem4"]["share"] + 3 * shares[
-        "theorem4"]["se"] >= 0.5 else "fails")
+    # judged with the larger of the binomial SE and the SE of a share of one half (6 runs)
+    z = (shares["theorem4"]["share"] - 0.5) / max(shares["theorem4"]["se"], math.sqrt(0.25 / 6))
+    assert claim.verdict()[0] == ("bound" if z >= 3 else "fails" if z <= -3 else "too few runs")
 
 
 def test_best_response_in_bas_converges_to_its_equilibrium(capsys, tmp_path):
@@ -70,7 +71,7 @@ def test_best_response_in_bas_converges_to_its_equilibrium(capsys, tmp_path):
     assert s["converged"] and s["final_distance"] == 0.0 and s["reached"] == {"nash": 2}
     assert s["reached_share"]["nash"] == {"share": 1.0, "se": 0.0}
     verdicts = [c.verdict()[0] for c in learning_claims(s)]
-    assert verdicts[-1] == "bound"
+    assert verdicts[-1] == "too few runs"  # 2 of 2 runs: a coin flip under one half
 
 
 def _shares(reached: dict[str, int]) -> dict:
@@ -83,21 +84,24 @@ def _shares(reached: dict[str, int]) -> dict:
 def test_claims_are_computed_from_the_measurement():
     """The regret claim fails when the measured regret exceeds the bound, holds (as a bound)
     when within; the selection claim is judged from the predicted profile's share of runs
-    and its SE: on both sides of one half minus 3 SE."""
-    reached = {"nash": 8, "other equilibrium": 2, "none": 0}
+    with the larger of its binomial SE and that of a share of one half: a bound beyond 3 SE
+    above one half, a failure beyond 3 SE below, too few runs in between."""
+    reached = {"nash": 32, "other equilibrium": 8, "none": 0}
     run = {"game": "bas", "learner": "hedge", "feedback": "full", "regret_bound": 0.1,
            "max_average_regret": 0.05, "azuma": 0.01, "cce_gap": 0.04, "converged": True,
            "final_distance": 0.0, "reached": reached, "predicted": "nash",
-           "reached_share": _shares(reached), "pooled_runs": 10}
+           "reached_share": _shares(reached), "pooled_runs": 40}
     summary = {"runs": [run], "tolerance": 0.05, "start": "random"}
+    # 32 of 40: (0.8 - 0.5) / sqrt(0.25 / 40) = 3.79 SE above one half
     assert [c.verdict()[0] for c in learning_claims(summary)] == ["bound", "bound", "bound"]
-    # 2 of 10: 0.2 + 3 * sqrt(0.016) = 0.579 >= 0.5, inside the allowance; 1 of 10 is not
-    low = {**run, "reached_share": _shares({"nash": 2, "none": 8})}
-    assert learning_claims({**summary, "runs": [low]})[-1].verdict()[0] == "bound"
-    lower = {**run, "reached_share": _shares({"nash": 1, "none": 9})}
-    assert learning_claims({**summary, "runs": [lower]})[-1].verdict()[0] == "fails"
-    never = {**run, "reached_share": _shares({"nash": 0, "none": 10})}
-    assert learning_claims({**summary, "runs": [never]})[-1].verdict()[0] == "fails"
+    for nash, verdict in ((26, "too few runs"), (14, "too few runs"), (8, "fails"),
+                          (0, "fails")):  # z = 1.90, -1.90, -3.79, -6.32
+        shares = _shares({"nash": nash, "none": 40 - nash})
+        claim = learning_claims({**summary, "runs": [{**run, "reached_share": shares}]})[-1]
+        assert claim.verdict()[0] == verdict, nash
+    two = {**run, "pooled_runs": 2, "reached_share": _shares({"nash": 0, "none": 2})}
+    verdict, detail = learning_claims({**summary, "runs": [two]})[-1].verdict()
+    assert verdict == "too few runs" and "n = 2" in detail
     bad = {**run, "max_average_regret": 0.2, "cce_gap": 0.5}
     assert [c.verdict()[0] for c in learning_claims({**summary, "runs": [bad]})][:2] == [
         "fails", "fails"]

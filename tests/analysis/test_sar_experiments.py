@@ -48,6 +48,14 @@ def test_participation_experiment(tmp_path):
     table = pd.DataFrame(s["table"]).set_index("p")
     assert table.loc[0.0, "participants"] == 20
     assert table.loc[0.5, "participants"] < 3
+    # each mean says how many populations it averages; a rate is undefined where nobody is left
+    rows = pd.read_parquet(tmp_path / "sar-participation.parquet")
+    last = rows[rows["round"] == 12].pivot_table(index=["p", "population"], columns="metric",
+                                                 values="value", dropna=False)
+    for p, g in last.groupby(level="p"):
+        assert table.loc[p, "populations"] == 3
+        assert table.loc[p, "success_rate_populations"] == g["success_rate"].notna().sum()
+        assert table.loc[p, "participants_populations"] == 3
 
 
 def test_a_rare_event_seen_zero_times_is_judged_by_its_binomial_error():

@@ -111,6 +111,9 @@ def test_kmeans_orderings_are_judged_by_their_z(data):
     assert claims and {c.verdict()[0] for c in claims} == {"bound"}
     flipped = budget.kmeans_claims({**s, "better_than_avg_z": {m: -z for m, z in agree.items()}})
     assert {c.verdict()[0] for c in flipped} == {"fails"}
+    # a difference within 3 SE separates neither side: not resolved, never a failure
+    close = budget.kmeans_claims({**s, "better_than_avg_z": {m: z / 3 for m, z in agree.items()}})
+    assert {c.verdict()[0] for c in close} == {"not resolved"}
     assert budget.kmeans_claims({**s, "parameters": {"data": "my.csv"},
                                  "better_than_avg_z": agree}) == []
 
