@@ -1,5 +1,5 @@
 """``python -m privgames.analysis`` is the ``privgames`` command."""
 
-from privgames.analysis.cli import main
+from privgames.analysis.cli import command
 
-raise SystemExit(main())
+command()

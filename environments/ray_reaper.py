@@ -1,16 +1,24 @@
-"""Tear an embedded Ray down with its driver (run as ``python -I ray_reaper.py DRIVER PID...``).
+"""Tear an embedded Ray down with its driver (``python -I ray_reaper.py DRIVER FOLDER PID...``).
 
 Ray's head processes die with a SIGKILLed driver (kernel fate-sharing), but the raylet's
 agents (``DashboardAgent``, ``RuntimeEnvAgent``) linger for 20-40 s: once they notice their
-raylet is gone they try to report it to the GCS, which is gone too. This watchdog, started by
-:func:`~privgames.environments.ray_session.ensure_ray` with the processes the local Ray
-started, waits for the driver to exit and then SIGKILLs those that are still the same
-processes (same pid and start time). Standard library only, so it starts in milliseconds.
+raylet is gone they try to report it to the GCS, which is gone too. A driver stopped while
+``ray.init`` runs leaves whatever had started. This watchdog, started by
+:func:`~privgames.environments.ray_session.ensure_ray` just before ``ray.init``, adopts every
+Ray process the driver starts (a child of the driver that was not one before, the listed
+``PID``s, and runs Ray's code, with everything below it; twice a second), and when the driver
+has exited it SIGKILLs those that are still the same processes (same pid and start time), with
+Ray's processes left in the driver's process group (one started just before the driver died,
+already handed to init), then removes the local Ray's ``FOLDER``. The driver's other children
+(a notebook's kernel helpers, a server's workers) are never its. It ignores SIGINT, SIGTERM and
+SIGHUP: Ctrl-C reaches the driver's whole process group, and the watchdog must outlive the
+driver to do its work. Standard library only, so it starts in milliseconds.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import time
@@ -31,16 +39,90 @@ def start_time(pid: int) -> str | None:
     return fields[19] if fields else None
 
 
-def main(driver: int, processes: list[tuple[int, str]]) -> None:
+def is_ray(pid: int) -> bool:
+    """Whether ``pid`` runs Ray's code (a ``ray::`` worker or agent, or a program or module
+    from Ray's package: the raylet, the GCS server, ``ray/_private/...``)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return command.startswith(b"ray::") or b"/ray/" in command
+
+
+def children() -> dict[int, list[int]]:
+    """Each process's children, from ``/proc`` (Linux)."""
+    tree: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        fields = stat(int(entry))
+        if fields:
+            tree.setdefault(int(fields[1]), []).append(int(entry))
+    return tree
+
+
+def descendants(root: int, tree: dict[int, list[int]] | None = None) -> list[int]:
+    """Every process below ``root`` (in ``tree``, by default the processes now)."""
+    tree = children() if tree is None else tree
+    found, stack = [], [root]
+    while stack:
+        for pid in tree.get(stack.pop(), []):
+            found.append(pid)
+            stack.append(pid)
+    return found
+
+
+def adopt(driver: int, excluded: set[int], watched: dict[int, str]) -> None:
+    """Add to ``watched`` (pid -> start time) the driver's new Ray children and every process
+    now below a watched one."""
+    tree = children()
+    for pid in tree.get(driver, []):
+        if pid not in excluded and pid not in watched and is_ray(pid):
+            if (started := start_time(pid)) is not None:
+                watched[pid] = started
+    for pid in list(watched):
+        for child in descendants(pid, tree):
+            if child not in watched and (started := start_time(child)) is not None:
+                watched[child] = started
+
+
+def ray_processes_in_group(group: int) -> dict[int, str]:
+    """Ray's processes in process group ``group`` (but this one)."""
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        pid = int(entry)
+        try:
+            if pid == os.getpid() or os.getpgid(pid) != group or not is_ray(pid):
+                continue
+        except OSError:
+            continue
+        if (started := start_time(pid)) is not None:
+            found[pid] = started
+    return found
+
+
+def main(driver: int, folder: str, excluded: set[int]) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    group = os.getpgid(driver)
+    excluded = excluded | {os.getpid()}
+    watched: dict[int, str] = {}
     while os.getppid() == driver:
-        time.sleep(0.2)
-    for pid, started in processes:
+        adopt(driver, excluded, watched)
+        time.sleep(0.5)
+    adopt(driver, excluded, watched)
+    watched.update(ray_processes_in_group(group))
+    for pid, started in watched.items():
         if start_time(pid) == started:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+    for _ in range(10):  # a process killed a moment ago may still write into its folder
+        shutil.rmtree(folder, ignore_errors=True)
+        if not os.path.exists(folder):
+            break
+        time.sleep(0.2)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), [(int(p), s) for p, s in (a.split(":") for a in sys.argv[2:])])
+    main(int(sys.argv[1]), sys.argv[2], {int(p) for p in sys.argv[3:]})

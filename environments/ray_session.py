@@ -14,6 +14,9 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from privgames.environments import ray_reaper
+from privgames.environments.ray_reaper import children
+
 
 def ensure_ray(workers: int | None = None, address: str | None = None):
     """The Ray module with a session: reuse one, join ``address``, or start a local one.
@@ -40,17 +43,66 @@ def ensure_ray(workers: int | None = None, address: str | None = None):
             _check_reachable(address)
             print(f"privgames: joining the Ray cluster at {address}", file=sys.stderr,
                   flush=True)
-            ray.init(address=address, log_to_driver=False)
+            with _own_signal_handlers():
+                ray.init(address=address, log_to_driver=False)
         else:
-            before = set(descendants(os.getpid()))
-            temp_dir = tempfile.mkdtemp(prefix="privgames-ray-")
-            with _lean_local_start():
-                ray.init(address="local", num_cpus=workers, include_dashboard=False,
-                         log_to_driver=False, configure_logging=False, _temp_dir=temp_dir)
-            _start_reaper(before)
+            temp_dir = tempfile.mkdtemp(prefix="privgames-ray-", dir=_short_temp_root())
+            os.environ[SCRATCH] = temp_dir  # inherited by the local Ray's workers
+            _start_reaper(temp_dir)
+            try:
+                with _lean_local_start(), _own_signal_handlers():
+                    ray.init(address="local", num_cpus=workers, include_dashboard=False,
+                             log_to_driver=False, configure_logging=False, _temp_dir=temp_dir)
+            except BaseException:  # stopped while starting: leave no folder behind
+                _shutdown_at_once(ray, temp_dir)
+                raise
             atexit.unregister(_shutdown_at_once)  # once, however often Ray is restarted
             atexit.register(_shutdown_at_once, ray, temp_dir)  # before Ray's own exit hook
     return ray
+
+
+#: The environment variable naming a scratch folder that goes with the local Ray: its workers
+#: inherit it, and it is removed with the Ray's folder when the driver exits, even when the
+#: workers are killed (a stopped run): a sharded population's checkpoints go there.
+SCRATCH = "PRIVGAMES_SCRATCH"
+
+
+def _short_temp_root() -> str | None:
+    """Where the local Ray's folder goes: the usual temporary folder, unless its path is too
+    long for Ray's sockets (a Unix socket's path holds at most 107 bytes, and Ray appends
+    about 86: ``privgames-ray-XXXXXXXX/session_DATE_TIME_PID/sockets/plasma_store``), then
+    ``/tmp``."""
+    root = tempfile.gettempdir()
+    return root if len(root) <= 20 or not os.access("/tmp", os.W_OK) else "/tmp"
+
+
+@contextmanager
+def _own_signal_handlers() -> Iterator[None]:
+    """Keep the driver's SIGINT and SIGTERM handlers through ``ray.init``: Ray installs its
+    own (its SIGTERM handler exits with status 15 during ``ray.init`` and with a C++ stack
+    dump, status 134, after), so while it starts, ``signal.signal`` leaves those two signals
+    alone (every other signal passes through). Ctrl-C and SIGTERM then stop a run as privgames
+    does at any moment (``cli.main``: one line, status 130 or 143, the local Ray torn down)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    install = signal.signal
+
+    def keep_ours(signum, handler):
+        if signum in (signal.SIGINT, signal.SIGTERM):
+            return signal.getsignal(signum)
+        return install(signum, handler)
+
+    signal.signal = keep_ours
+    try:
+        yield
+    finally:
+        signal.signal = install
+        for signum in (signal.SIGINT, signal.SIGTERM):  # Ray's C++ core sets its own with
+            install(signum, signal.getsignal(signum))  # sigaction: Python's again, in the OS
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
@@ -80,6 +132,8 @@ def _shutdown_at_once(ray, temp_dir: str | None = None) -> None:
     warns and leaves the teardown to Ray's own hook."""
     try:
         if not ray.is_initialized():
+            if temp_dir is not None:
+                shutil.rmtree(temp_dir, ignore_errors=True)
             return
         worker = ray._private.worker
         node = worker._global_node
@@ -90,6 +144,8 @@ def _shutdown_at_once(ray, temp_dir: str | None = None) -> None:
         node.kill_all_processes(check_alive=False, allow_graceful=False, wait=False)
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+            if os.environ.get(SCRATCH) == temp_dir:
+                del os.environ[SCRATCH]
     except Exception as err:  # an exit hook must not fail the driver's exit
         warnings.warn(f"privgames: fast Ray teardown unavailable ({type(err).__name__}: "
                       f"{err}); Ray's own exit hook stops the local Ray", stacklevel=1)
@@ -154,42 +210,15 @@ def _parameters(function) -> set[str]:
     return set(inspect.signature(function).parameters)
 
 
-def _start_reaper(before: set[int]) -> None:
-    """Watch this driver: when it exits, kill the processes its local Ray started (Linux):
-    the driver's children that ``ray.init`` started (not in ``before``), with everything below
-    them. The driver's other children (a notebook's kernel helpers, a server's workers, a
-    ``sleep`` it started) and their descendants are not the watchdog's."""
-    from privgames.environments import ray_reaper
-
+def _start_reaper(temp_dir: str) -> None:
+    """Watch this driver (Linux): when it exits, kill the processes its local Ray started and
+    remove ``temp_dir`` (:mod:`~privgames.environments.ray_reaper`; the driver's children
+    that exist now, and any that do not run Ray's code, are not the watchdog's)."""
     if not sys.platform.startswith("linux"):
         return
-    tree = children()
-    ray_roots = [pid for pid in tree.get(os.getpid(), []) if pid not in before]
-    started = [f"{pid}:{ray_reaper.start_time(pid)}" for root in ray_roots
-               for pid in (root, *descendants(root, tree))]
-    subprocess.Popen([sys.executable, "-I", ray_reaper.__file__, str(os.getpid()), *started],
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    now = children().get(os.getpid(), [])
+    subprocess.Popen([sys.executable, "-I", ray_reaper.__file__, str(os.getpid()), temp_dir,
+                      *map(str, now)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL)
 
 
-def children() -> dict[int, list[int]]:
-    """Each process's children, from ``/proc`` (Linux)."""
-    from privgames.environments.ray_reaper import stat
-
-    tree: dict[int, list[int]] = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        fields = stat(int(entry))
-        if fields:
-            tree.setdefault(int(fields[1]), []).append(int(entry))
-    return tree
-
-
-def descendants(root: int, tree: dict[int, list[int]] | None = None) -> list[int]:
-    """Every process below ``root`` (in ``tree``, by default the processes now)."""
-    tree = children() if tree is None else tree
-    found, stack = [], [root]
-    while stack:
-        for pid in tree.get(stack.pop(), []):
-            found.append(pid)
-            stack.append(pid)
-    return found

@@ -29,6 +29,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,8 +251,12 @@ class ShardedRun:
     # --- faults -------------------------------------------------------------------------------
     def checkpoint(self, round_: int) -> None:
         """Every shard writes its state for ``round_`` (the driver keeps the file names)."""
-        if self._folder is None:
-            self._folder = tempfile.mkdtemp(prefix="privgames-shards-")
+        if self._folder is None:  # removed by close(), or at exit (a run stopped by a signal;
+            # in a local Ray's worker, with the Ray's folder by the driver: ray_session.SCRATCH)
+            scratch = os.environ.get("PRIVGAMES_SCRATCH")
+            self._folder = tempfile.mkdtemp(prefix="privgames-shards-", dir=scratch if (
+                scratch and os.path.isdir(scratch)) else None)
+            self._remove_folder = weakref.finalize(self, shutil.rmtree, self._folder, True)
         paths = [str(Path(self._folder) / f"shard-{i}-round-{round_}.pkl")
                  for i in range(len(self.shards))]
         if self.backend == "ray":
@@ -300,7 +305,7 @@ class ShardedRun:
             for s in self.shards:
                 self._ray.kill(s)
         if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
+            self._remove_folder()
             self._folder = None
 
 

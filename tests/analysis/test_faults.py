@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import pytest
 
-from privgames.environments import ray_session
+from privgames.environments import ray_reaper
 from privgames.environments.ray_reaper import stat
 
 ARGS = ["run", "bas-mse-vs-K", "--set", "K=[3,5,8]", "--set", "populations=4",
@@ -55,7 +55,7 @@ def test_driver_killed_mid_sweep_resumes_with_identical_rows(tmp_path):
 
 def descendants(root: int) -> set[int]:
     """Every process below ``root`` (its Ray head processes and their workers)."""
-    return set(ray_session.descendants(root))
+    return set(ray_reaper.descendants(root))
 
 
 def alive(pid: int) -> bool:
@@ -154,7 +154,8 @@ def test_the_embedded_ray_starts_no_monitors():
     """A local Ray starts its GCS, raylet, agents and workers, but neither the autoscaler's
     monitor nor the log monitor (unused by a fixed node that sends no logs to the driver)."""
     code = ("import os, subprocess\n"
-            "from privgames.environments.ray_session import descendants, ensure_ray\n"
+            "from privgames.environments.ray_reaper import descendants\n"
+            "from privgames.environments.ray_session import ensure_ray\n"
             "ensure_ray(2)\n"
             "pids = ','.join(map(str, descendants(os.getpid())))\n"
             "print(subprocess.run(['ps', '-o', 'cmd=', '-p', pids], capture_output=True,"
@@ -173,7 +174,8 @@ def test_the_watchdog_spares_the_driver_s_own_children(tmp_path, how):
     """A driver (a notebook, a server) starts its own children before and after its local Ray,
     then exits or is killed: Ray's processes go, the driver's own children keep running."""
     code = ("import os, subprocess, sys, time\n"
-            "from privgames.environments.ray_session import descendants, ensure_ray\n"
+            "from privgames.environments.ray_reaper import descendants\n"
+            "from privgames.environments.ray_session import ensure_ray\n"
             "own = [subprocess.Popen(['sleep', '120'], start_new_session=True),\n"
             "       subprocess.Popen(['sleep', '121'])]\n"
             "ensure_ray(1)\n"

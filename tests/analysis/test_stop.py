@@ -1,0 +1,71 @@
+"""A clean stop (issue 44): SIGINT (Ctrl-C reaches the whole process group) or SIGTERM at
+several moments of a serial run, a Ray sweep (while Ray starts and while tasks run) and a
+population sharded over Ray actors. The command exits 130 or 143 with one line saying what it
+kept and how to resume, no traceback or Ray stack dump, no process of its group left and no
+temporary folder left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+SWEEP = ["run", "bas-mse-vs-K", "--replications", "8000"]
+SHARDED = ["run", "learning-dynamics", "--set", "game=pricing", "--set", "agents=200000",
+           "--set", "rounds=200", "--set", "populations=1", "--set", "backend=ray",
+           "--set", "shards=2", "--set", "starts=1", "--workers", "1"]
+
+
+def _group(pgid: int) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pgid=,pid=,args="], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if line.split()[0] == str(pgid)]
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.parametrize("args,sig,delay", [
+    (SWEEP + ["--workers", "0"], signal.SIGINT, 2.5),
+    (SWEEP + ["--workers", "0"], signal.SIGTERM, 4.0),
+    (SWEEP + ["--workers", "2"], signal.SIGTERM, 2.0),  # while Ray starts
+    (SWEEP + ["--workers", "2"], signal.SIGINT, 3.0),
+    (SWEEP + ["--workers", "2"], signal.SIGTERM, 8.0),  # while its tasks run
+    (SHARDED, signal.SIGTERM, 10.0),
+], ids=["serial-int", "serial-term", "ray-start-term", "ray-int", "ray-term", "shards-term"])
+def test_a_signal_stops_a_run_cleanly(tmp_path, args, sig, delay):
+    temp = Path(tempfile.mkdtemp(dir="/tmp", prefix="stop"))  # short: Ray's sockets live there
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "privgames.analysis", *args, "--out", str(out)]
+    process = subprocess.Popen(command, env={**os.environ, "TMPDIR": str(temp)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    time.sleep(delay)
+    assert process.poll() is None, process.communicate()[1].decode()[-3000:]
+    os.killpg(process.pid, sig)
+    stdout, stderr = process.communicate(timeout=120)
+    status = 130 if sig == signal.SIGINT else 143
+    text = stderr.decode()
+    lines = [line for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    said = "\n".join(line for line in lines if not line.startswith(args[1] + ":"))
+    assert process.returncode == status, said[-3000:]
+    how = "interrupted" if sig == signal.SIGINT else "terminated"
+    assert lines[-1].startswith(f"privgames: {how}: "), text[-2000:]
+    assert "the same command" in lines[-1]
+    kept = sorted((out / ".parts" / args[1]).glob("*.parquet"))
+    if kept:
+        assert f"{len(kept)} finished task" in lines[-1]
+    for noise in ("Traceback", "SIGTERM received", "Segmentation", "core dumped", "leaked"):
+        assert noise not in text, text[-2000:]
+    assert stdout == b""
+    deadline = time.monotonic() + 15
+    while _group(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _group(process.pid) == []
+    assert not list(temp.glob("privgames-ray-*"))
+    assert not list(temp.iterdir()), list(temp.iterdir())  # nothing else was left there
+    temp.rmdir()
