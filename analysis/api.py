@@ -166,6 +166,11 @@ def run(name: str, *, seed: int = 0, workers: int | str | None = "auto",
     guard.check(experiment, resolved, workers, max_memory, max_work)
     if out is not None:
         check_outputs(Path(out), name)
+    cluster = address or os.environ.get("RAY_ADDRESS")
+    if cluster and workers != 0:  # a cluster that does not answer: one line, before the run
+        from privgames.environments.ray_session import check_address
+
+        check_address(cluster)
     key = sweep_key(experiment, resolved, seed)
     rows = _finished(Path(out) / f"{name}.parquet", key) if keep_finished and out else None
     if rows is not None and progress:

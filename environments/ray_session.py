@@ -40,7 +40,7 @@ def ensure_ray(workers: int | None = None, address: str | None = None):
 
     if not ray.is_initialized():
         if address:
-            _check_reachable(address)
+            check_address(address)
             print(f"privgames: joining the Ray cluster at {address}", file=sys.stderr,
                   flush=True)
             with _own_signal_handlers():
@@ -48,6 +48,7 @@ def ensure_ray(workers: int | None = None, address: str | None = None):
         else:
             temp_dir = tempfile.mkdtemp(prefix="privgames-ray-", dir=_short_temp_root())
             os.environ[SCRATCH] = temp_dir  # inherited by the local Ray's workers
+            _session_token()
             _start_reaper(temp_dir)
             try:
                 with _lean_local_start(), _own_signal_handlers():
@@ -65,6 +66,27 @@ def ensure_ray(workers: int | None = None, address: str | None = None):
 #: inherit it, and it is removed with the Ray's folder when the driver exits, even when the
 #: workers are killed (a stopped run): a sharded population's checkpoints go there.
 SCRATCH = "PRIVGAMES_SCRATCH"
+
+
+#: Ray's token settings: a user who sets any of them keeps Ray's own handling.
+AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+#: Whether :func:`_session_token` set them (for the local Ray's lifetime).
+_SESSION_TOKEN = [False]
+
+
+def _session_token() -> None:
+    """Token authentication for the local Ray with a fresh token of this session, passed to
+    its processes in the environment: Ray's default writes a lasting token to
+    ``~/.ray/auth_token`` (and fails with a traceback where ``HOME`` is not writable). Where the
+    user set Ray's token variables, Ray's own handling stands."""
+    import secrets
+
+    if not any(v in os.environ for v in AUTH_VARIABLES):
+        from ray._raylet import Config
+
+        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+        _SESSION_TOKEN[0] = True
+        Config.initialize("")  # Ray read its settings at import: again, as Ray itself does
 
 
 def _short_temp_root() -> str | None:
@@ -105,12 +127,28 @@ def _own_signal_handlers() -> Iterator[None]:
             install(signum, signal.getsignal(signum))  # sigaction: Python's again, in the OS
 
 
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """Refuse at once an address where nothing listens (Ray itself retries for minutes)."""
+def check_address(address: str, timeout: float = 5.0) -> None:
+    """Refuse at once, on one line, an address where nothing listens (Ray itself retries for
+    minutes), and ``auto`` where this machine runs no cluster or the one it names has gone."""
     from privgames.environments.config import ConfigError
 
+    if address == "auto":  # what Ray would join: the cluster this machine last started
+        from ray._private.services import get_ray_address_from_environment
+
+        try:
+            found = get_ray_address_from_environment("auto", None)
+        except ConnectionError:
+            raise ConfigError("--address auto: no Ray cluster runs on this machine (start one "
+                              "with `ray start --head`, or give its address)") from None
+        try:
+            check_address(found, timeout)
+        except ConfigError as err:
+            raise ConfigError(f"--address auto: this machine's last Ray cluster, {found} "
+                              f"(ray_current_cluster), does not answer: "
+                              f"{str(err).split(': ', 1)[1]}") from None
+        return
     host, _, port = address.removeprefix("ray://").rpartition(":")
-    if address == "auto" or not port.isdigit():
+    if not port.isdigit():
         return
     try:
         socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
@@ -146,6 +184,9 @@ def _shutdown_at_once(ray, temp_dir: str | None = None) -> None:
             shutil.rmtree(temp_dir, ignore_errors=True)
             if os.environ.get(SCRATCH) == temp_dir:
                 del os.environ[SCRATCH]
+                for variable in AUTH_VARIABLES if _SESSION_TOKEN[0] else ():
+                    os.environ.pop(variable, None)  # a later cluster is joined with its own
+                _SESSION_TOKEN[0] = False
     except Exception as err:  # an exit hook must not fail the driver's exit
         warnings.warn(f"privgames: fast Ray teardown unavailable ({type(err).__name__}: "
                       f"{err}); Ray's own exit hook stops the local Ray", stacklevel=1)

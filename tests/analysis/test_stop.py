@@ -69,3 +69,16 @@ def test_a_signal_stops_a_run_cleanly(tmp_path, args, sig, delay):
     assert not list(temp.glob("privgames-ray-*"))
     assert not list(temp.iterdir()), list(temp.iterdir())  # nothing else was left there
     temp.rmdir()
+
+
+@pytest.mark.ray
+def test_a_local_ray_needs_no_writable_home(tmp_path):
+    """Ray's token set-up writes ``~/.ray/auth_token``; privgames' local Ray has a token of its
+    session in its processes' environment instead, so a read-only ``HOME`` runs."""
+    home = "/proc/version"  # not a folder: nothing can be made below it, even by root
+    done = subprocess.run([sys.executable, "-m", "privgames.analysis", "run", "bas-chain",
+                           "--workers", "2", "--out", str(tmp_path)], capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "HOME": home, "MPLCONFIGDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and (tmp_path / "bas-chain.parquet").exists()

@@ -6,6 +6,7 @@ shard."""
 from __future__ import annotations
 
 import copy
+import os
 
 import numpy as np
 import pandas as pd
@@ -386,3 +387,31 @@ def test_an_unreachable_address_is_one_line_at_once(tmp_path):
     assert done.stderr.strip().splitlines() == [
         f"privgames: error: --address 127.0.0.1:{port}: no Ray cluster answers there "
         "(Connection refused)"]
+
+
+@pytest.mark.parametrize("cluster_file", [None, "stale"])
+def test_address_auto_without_a_live_cluster_is_one_line_at_once(tmp_path, cluster_file):
+    """``--address auto`` (and ``RAY_ADDRESS=auto``) with no cluster on this machine, or with
+    a ``ray_current_cluster`` left by one that has stopped: one line, status 2, in seconds
+    (Ray itself raises a traceback, or retries for minutes)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    ray_tmp = tmp_path / "ray"  # Ray's own folder for this test (RAY_TMPDIR/ray), not /tmp/ray
+    ray_tmp.mkdir()
+    if cluster_file:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        (ray_tmp / "ray_current_cluster").write_text(f"127.0.0.1:{port}")
+    env = {**os.environ, "RAY_TMPDIR": str(tmp_path), "RAY_ADDRESS": "auto"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "privgames.analysis", "run", "bas-chain",
+                           "--workers", "2", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and time.monotonic() - started < 30, done.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("privgames: error: --address auto: ")
+    assert ("does not answer" if cluster_file else "no Ray cluster runs") in lines[0]
