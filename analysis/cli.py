@@ -6,13 +6,14 @@ Bad input prints one line naming the problem and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
 import os
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,22 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+@contextlib.contextmanager
+def _stdout_for_ours_alone() -> Iterator[None]:
+    """While a run runs, what anything else prints to standard output (Ray's driver prints the
+    cluster's errors there: a worker killed for memory, 60 kB) goes to standard error, so that
+    standard output holds only what the command says (``--json``: one JSON object)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, stopped as Ctrl-C stops a run (status 143 instead of 130)."""
 
@@ -304,17 +321,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def command() -> None:
     """The ``privgames`` command (and ``python -m privgames.analysis``): :func:`main`, then
-    exit with its status. A run stopped by a signal has said its one line and kept its parts;
-    it then runs the exit hooks (the local Ray's teardown among them) and leaves at once,
-    without the rest of Python's finalization, where Ray's
+    exit with its status. Once the command has said what it says, standard output takes
+    nothing more (Ray's teardown prints there), and after a refusal or a stop (status 2, 130,
+    143: its one line said) standard error neither (Ray's driver goes on printing the cluster's
+    reports, and its C++ core the tasks it could not report to a driver that has gone). A run
+    stopped by a signal has kept its parts; it runs the exit hooks (the local Ray's teardown
+    among them) and leaves at once, without the rest of Python's finalization, where Ray's
     core worker, interrupted in a ``get``, crashed the interpreter (status 139 instead of 130
-    in 3 runs of 4), and with standard error on ``/dev/null``, where Ray's C++ core would
-    print the tasks it could not report to a driver that has gone."""
+    in 3 runs of 4)."""
     status = main()
-    if status in (130, 143):
-        sys.stdout.flush()
+    sys.stdout.flush()  # what the command says is said: anything later (Ray's teardown) is not
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # for standard output
+    if status in (2, 130, 143):  # its one line is said: Ray's later reports are not for the user
         sys.stderr.flush()
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+    if status in (130, 143):
         import atexit
 
         atexit._run_exitfuncs()  # the local Ray's teardown, multiprocessing's clean-up, ...
@@ -362,11 +383,12 @@ def _main(argv: Sequence[str] | None) -> int:
             experiments.get(args.name)  # an unknown name fails before any folder is made
             from privgames.analysis import api  # pandas and the runners: not for `list`
 
-            result = api.run(args.name, seed=args.seed, workers=args.workers,
-                             address=_address(args.address), out=_output_folder(args.out),
-                             scale=args.scale, progress=True, params=overrides,
-                             **_budgets(args))
-            drawn = result.save_figure(args.out)
+            with _stdout_for_ours_alone():
+                result = api.run(args.name, seed=args.seed, workers=args.workers,
+                                 address=_address(args.address), out=_output_folder(args.out),
+                                 scale=args.scale, progress=True, params=overrides,
+                                 **_budgets(args))
+                drawn = result.save_figure(args.out)
             if args.json:
                 from privgames.analysis.results import json_text
 
@@ -386,8 +408,9 @@ def _main(argv: Sequence[str] | None) -> int:
         elif args.command == "reproduce":
             from privgames.analysis.report import reproduce
 
-            path = reproduce(_output_folder(args.out), args.scale, args.seed, args.workers,
-                             _address(args.address), **_budgets(args))
+            with _stdout_for_ours_alone():
+                path = reproduce(_output_folder(args.out), args.scale, args.seed, args.workers,
+                                 _address(args.address), **_budgets(args))
             print(f"wrote {path}")
         elif args.command == "query":
             from privgames.analysis.results import query

@@ -193,6 +193,22 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
     return total
 
 
+def killed_for_memory(experiment: Any, params: Mapping[str, Any]) -> ConfigError:
+    """The refusal for a run whose task Ray's memory monitor killed, and again on its one
+    retry (``ray_session.OOM_RETRIES``): the machine had less free memory than the estimate
+    allowed for (other programs, or an estimate too low); it names the parameter that drives
+    the largest population's memory."""
+    prints = [(footprint_of(experiment.config(params, point)), point)
+              for point in experiment.points(params)]
+    fp, point = max(prints, key=lambda x: x[0].peak_bytes)
+    value = point.get(fp.driver, params.get(fp.driver))
+    return ConfigError(f"{experiment.name}: a task was killed for memory by Ray's memory "
+                       f"monitor, twice (a population needs about {human_bytes(fp.peak_bytes)} "
+                       f"with {fp.driver}={value}, and the machine had less free while the "
+                       f"run's tasks ran side by side): lower {fp.driver}, or --workers",
+                       fp.driver)
+
+
 def _budget(max_memory: float | None) -> float:
     """The memory a run may use: ``max_memory``, else :data:`DEFAULT_SHARE` of what is free."""
     return DEFAULT_SHARE * available_memory() if max_memory is None else float(max_memory)

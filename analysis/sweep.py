@@ -118,7 +118,10 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
             nodes = set()
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
-                frame, node = ray.get(ready[0])
+                try:
+                    frame, node = ray.get(ready[0])
+                except ray.exceptions.OutOfMemoryError:
+                    raise guard.killed_for_memory(experiment, params) from None
                 nodes.add(node)
                 finish(pending.pop(ready[0]), frame)
             bar.close()  # before the line below

@@ -48,6 +48,7 @@ def ensure_ray(workers: int | None = None, address: str | None = None):
         else:
             temp_dir = tempfile.mkdtemp(prefix="privgames-ray-", dir=_short_temp_root())
             os.environ[SCRATCH] = temp_dir  # inherited by the local Ray's workers
+            os.environ.setdefault("RAY_task_oom_retries", str(OOM_RETRIES))
             _session_token()
             _start_reaper(temp_dir)
             try:
@@ -67,6 +68,10 @@ def ensure_ray(workers: int | None = None, address: str | None = None):
 #: workers are killed (a stopped run): a sharded population's checkpoints go there.
 SCRATCH = "PRIVGAMES_SCRATCH"
 
+
+#: How often the local Ray retries a task its memory monitor killed (Ray's default: without
+#: end); after that the run is refused on one line (``guard.killed_for_memory``).
+OOM_RETRIES = 1
 
 #: Ray's token settings: a user who sets any of them keeps Ray's own handling.
 AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
