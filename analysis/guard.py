@@ -172,11 +172,12 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
             raise ConfigError("backend='ray' runs Ray actors, but workers=0 (--workers 0) asks "
                               "for no Ray: drop one of the two")
         fp = footprint_of(config)
-        need = fp.peak_bytes * min(side_by_side, units) + units * UNIT_BYTES
+        population = population_bytes(config)  # its shards' actors included
+        need = population * min(side_by_side, units) + units * UNIT_BYTES
         if need > budget:
             value = point.get(fp.driver, params.get(fp.driver))
             raise _too_big(fp.driver, value, need, budget,
-                           f" ({human_bytes(fp.peak_bytes)} per population, "
+                           f" ({human_bytes(population)} per population, "
                            f"{min(side_by_side, units)} at a time)")
         total += fp.work * populations
     seconds = cpu_seconds(experiment.name, total)
@@ -191,6 +192,16 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
                           f"limit of {DEFAULT_CPU_HOURS:g} h: give --max-work "
                           f"{_round_up(total)} (or more) to run it anyway")
     return total
+
+
+def population_bytes(config: Any) -> float:
+    """What one population holds at once in all its processes: its footprint's peak, times its
+    shards where it runs as Ray actors (whose footprint is the largest shard's)."""
+    fp = footprint_of(config)
+    if getattr(config, "backend", None) != "ray":
+        return fp.peak_bytes
+    shards = getattr(config, "segments", None) or getattr(config, "shards", 1)
+    return fp.peak_bytes * (shards if isinstance(shards, int) else os.cpu_count() or 1)
 
 
 def killed_for_memory(experiment: Any, params: Mapping[str, Any]) -> ConfigError:

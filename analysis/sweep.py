@@ -113,7 +113,8 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
                 finish(i, run_batch(experiment.name, params, tasks[i]))
         else:
             ray = ensure_ray(workers, address)
-            remote = ray.remote(_run_batch_on_node)
+            remote = ray.remote(_run_batch_on_node).options(
+                memory=_task_memory(ray, experiment, params))
             pending = {remote.remote(experiment.name, dict(params), tasks[i]): i for i in todo}
             nodes = set()
             while pending:
@@ -131,6 +132,17 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
     finally:
         bar.close()
     return pd.concat([done[i] for i in range(len(tasks))], ignore_index=True)
+
+
+def _task_memory(ray: Any, experiment: Experiment, params: Mapping[str, Any]) -> int:
+    """The memory a task reserves on its node (Ray's ``memory`` resource): its largest
+    population, shards included, so that Ray starts a task only where that fits beside the
+    tasks running there (a sweep of sharded populations never meets the OOM killer); at most
+    a node's whole resource, so that a task every node can hold alone always starts."""
+    need = max(guard.population_bytes(experiment.config(params, point))
+               for point in experiment.points(params))
+    nodes = [n["Resources"].get("memory", 0.0) for n in ray.nodes() if n["Alive"]]
+    return int(min(need, max(nodes, default=0.0)))
 
 
 def discard_parts(parts_dir: Path, key: str) -> None:

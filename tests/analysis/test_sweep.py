@@ -304,3 +304,23 @@ def test_reproduce_after_an_interruption_keeps_what_finished(tmp_path, monkeypat
     assert err.count("already finished") == 2, err
     assert {p.name: p.read_bytes() for p in tmp_path.glob("*.summary.json")} == summaries
     assert len(summaries) == 2
+
+
+def test_a_sharded_population_is_admitted_by_all_its_shards_memory():
+    """A ring over Ray actors: its footprint is the largest shard's; the population holds that
+    in every shard, and the memory guard and a Ray task's reservation count them all."""
+    from privgames.analysis import guard
+    from privgames.environments.config import ConfigError
+
+    e = experiments.get("ppsp-ring")
+    ray_params = e.resolve({"n": 1_000_000, "K": 20, "backend": "ray", "shards": 4})
+    config = e.config(ray_params, e.points(ray_params)[0])
+    shard = guard.footprint_of(config).peak_bytes
+    assert guard.population_bytes(config) == 4 * shard
+    local = e.resolve({"n": 1_000_000, "K": 20})
+    in_process = e.config(local, e.points(local)[0])
+    assert guard.population_bytes(in_process) == guard.footprint_of(in_process).peak_bytes
+    # refused when all the shards do not fit, though one shard would
+    with pytest.raises(ConfigError, match="per population, 1 at a time"):
+        guard.check(e, ray_params, workers=1, max_memory=2.5 * shard)
+    guard.check(e, ray_params, workers=1, max_memory=4.5 * shard)
