@@ -40,7 +40,7 @@ def ensure_ray(workers: int | None = None, address: str | None = None):
 
     if not ray.is_initialized():
         if address:
-            check_address(address)
+            address = check_address(address)
             print(f"privgames: joining the Ray cluster at {address}", file=sys.stderr,
                   flush=True)
             with _own_signal_handlers():
@@ -132,35 +132,37 @@ def _own_signal_handlers() -> Iterator[None]:
             install(signum, signal.getsignal(signum))  # sigaction: Python's again, in the OS
 
 
-def check_address(address: str, timeout: float = 5.0) -> None:
-    """Refuse at once, on one line, an address where nothing listens (Ray itself retries for
-    minutes), and ``auto`` where this machine runs no cluster or the one it names has gone."""
+def check_address(address: str, timeout: float = 5.0) -> str:
+    """The cluster address to join: ``auto`` is the cluster this machine's last ``ray start``
+    wrote to ``ray_current_cluster`` (Ray's own ``auto`` also joins any Ray process it finds
+    running: another user's private one, or another privgames process's local Ray). Refused
+    at once, on one line, where none was started or nothing listens (Ray itself raises a
+    traceback, or retries for minutes)."""
     from privgames.environments.config import ConfigError
 
-    if address == "auto":  # what Ray would join: the cluster this machine last started
-        from ray._private.services import get_ray_address_from_environment
+    if address == "auto":
+        from ray._private.services import find_bootstrap_address
 
+        found = find_bootstrap_address(None)
+        if not found:
+            raise ConfigError("--address auto: no Ray cluster was started on this machine "
+                              "(start one with `ray start --head`, or give its address)")
         try:
-            found = get_ray_address_from_environment("auto", None)
-        except ConnectionError:
-            raise ConfigError("--address auto: no Ray cluster runs on this machine (start one "
-                              "with `ray start --head`, or give its address)") from None
-        try:
-            check_address(found, timeout)
+            return check_address(found, timeout)
         except ConfigError as err:
             raise ConfigError(f"--address auto: this machine's last Ray cluster, {found} "
                               f"(ray_current_cluster), does not answer: "
                               f"{str(err).split(': ', 1)[1]}") from None
-        return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not port.isdigit():
-        return
+        return address
     try:
         socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
                                  timeout=timeout).close()
     except OSError as err:
         raise ConfigError(f"--address {address}: no Ray cluster answers there "
                           f"({err.strerror or err})") from None
+    return address
 
 
 def _shutdown_at_once(ray, temp_dir: str | None = None) -> None:

@@ -414,4 +414,4 @@ def test_address_auto_without_a_live_cluster_is_one_line_at_once(tmp_path, clust
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and time.monotonic() - started < 30, done.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("privgames: error: --address auto: ")
-    assert ("does not answer" if cluster_file else "no Ray cluster runs") in lines[0]
+    assert ("does not answer" if cluster_file else "no Ray cluster was started") in lines[0]
