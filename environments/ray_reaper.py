@@ -8,8 +8,8 @@ raylet is gone they try to report it to the GCS, which is gone too. A driver sto
 Ray process the driver starts (a child of the driver that was not one before, the listed
 ``PID``s, and runs Ray's code, with everything below it; twice a second), and when the driver
 has exited it SIGKILLs those that are still the same processes (same pid and start time), with
-Ray's processes left in the driver's process group (one started just before the driver died,
-already handed to init), then removes the local Ray's ``FOLDER``. The driver's other children
+every Ray process whose environment names this Ray's ``FOLDER`` (one started just before the
+driver died, already handed to init), then removes the ``FOLDER``. The driver's other children
 (a notebook's kernel helpers, a server's workers) are never its. It ignores SIGINT, SIGTERM and
 SIGHUP: Ctrl-C reaches the driver's whole process group, and the watchdog must outlive the
 driver to do its work. Standard library only, so it starts in milliseconds.
@@ -85,14 +85,22 @@ def adopt(driver: int, excluded: set[int], watched: dict[int, str]) -> None:
                 watched[child] = started
 
 
-def ray_processes_in_group(group: int) -> dict[int, str]:
-    """Ray's processes in process group ``group`` (but this one)."""
+def ray_processes_of(folder: str) -> dict[int, str]:
+    """Ray's processes that belong to the local Ray of ``folder``: every process that Ray
+    starts inherits ``PRIVGAMES_SCRATCH=folder`` (``ray_session.SCRATCH``) in its environment,
+    which ``/proc`` keeps however Ray renames the process. An agent started just before the
+    driver died, and handed to init before the watchdog saw it, is found this way; another
+    driver's Ray (a test session's, a notebook's) has another folder and is not touched."""
+    mark = f"PRIVGAMES_SCRATCH={folder}".encode()
     found = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         pid = int(entry)
+        if pid == os.getpid() or not is_ray(pid):
+            continue
         try:
-            if pid == os.getpid() or os.getpgid(pid) != group or not is_ray(pid):
-                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark not in f.read().split(b"\0"):
+                    continue
         except OSError:
             continue
         if (started := start_time(pid)) is not None:
@@ -103,14 +111,13 @@ def ray_processes_in_group(group: int) -> dict[int, str]:
 def main(driver: int, folder: str, excluded: set[int]) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    group = os.getpgid(driver)
     excluded = excluded | {os.getpid()}
     watched: dict[int, str] = {}
     while os.getppid() == driver:
         adopt(driver, excluded, watched)
         time.sleep(0.5)
     adopt(driver, excluded, watched)
-    watched.update(ray_processes_in_group(group))
+    watched.update(ray_processes_of(folder))
     for pid, started in watched.items():
         if start_time(pid) == started:
             try:

@@ -89,17 +89,18 @@ def test_a_local_ray_needs_no_writable_home(tmp_path):
 def test_a_task_killed_for_memory_is_retried_once_then_refused_on_one_line(tmp_path):
     """Ray's memory monitor, set to kill at 1 % of the machine's memory, kills every task: the
     local Ray retries each once (Ray's default retries without end), and the run ends with one
-    line naming the parameter to lower, status 2, and nothing on standard output under
+    refusal naming the parameter to lower, status 2, and nothing on standard output under
     ``--json`` (Ray's driver prints the kill reports there: they go to standard error)."""
     env = {**os.environ, "RAY_memory_usage_threshold": "0.01",
            "RAY_memory_monitor_refresh_ms": "50"}
     done = subprocess.run([sys.executable, "-m", "privgames.analysis", *SWEEP, "--workers", "2",
                            "--json", "--out", str(tmp_path)], capture_output=True, text=True,
                           timeout=300, env=env)
-    last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2, done.stderr[-2000:]
-    assert last.startswith("privgames: error: bas-mse-vs-K: a task was killed for memory")
-    assert "lower replications" in last and done.stdout == ""
+    ours = [line for line in done.stderr.splitlines() if line.startswith("privgames: error:")]
+    assert len(ours) == 1 and "bas-mse-vs-K: a task was killed for memory" in ours[0]
+    assert "lower replications" in ours[0] and done.stdout == ""
+    # (Ray's driver may still print the cluster's kill reports beside it, on stderr)
 
 
 @pytest.mark.ray
