@@ -22,6 +22,12 @@ SHARDED = ["run", "learning-dynamics", "--set", "game=pricing", "--set", "agents
            "--set", "shards=2", "--set", "starts=1", "--workers", "1"]
 
 
+def _as_in_a_terminal() -> None:
+    """A command started from a terminal takes Ctrl-C; one started in the background of a
+    script (as CI may run this suite) inherits SIGINT ignored, which Python keeps."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _group(pgid: int) -> list[str]:
     out = subprocess.run(["ps", "-eo", "pgid=,pid=,args="], capture_output=True, text=True)
     return [line for line in out.stdout.splitlines() if line.split()[0] == str(pgid)]
@@ -43,7 +49,7 @@ def test_a_signal_stops_a_run_cleanly(tmp_path, args, sig, delay):
     command = [sys.executable, "-m", "privgames.analysis", *args, "--out", str(out)]
     process = subprocess.Popen(command, env={**os.environ, "TMPDIR": str(temp)},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=_as_in_a_terminal)
     time.sleep(delay)
     assert process.poll() is None, process.communicate()[1].decode()[-3000:]
     os.killpg(process.pid, sig)
