@@ -177,8 +177,7 @@ def _shutdown_at_once(ray, temp_dir: str | None = None) -> None:
     warns and leaves the teardown to Ray's own hook."""
     try:
         if not ray.is_initialized():
-            if temp_dir is not None:
-                shutil.rmtree(temp_dir, ignore_errors=True)
+            _forget_local_ray(temp_dir)
             return
         worker = ray._private.worker
         node = worker._global_node
@@ -187,16 +186,23 @@ def _shutdown_at_once(ray, temp_dir: str | None = None) -> None:
         ray.shutdown()
         node.destroy_external_storage()  # objects spilled to disk, as Ray's shutdown does
         node.kill_all_processes(check_alive=False, allow_graceful=False, wait=False)
-        if temp_dir is not None:
-            shutil.rmtree(temp_dir, ignore_errors=True)
-            if os.environ.get(SCRATCH) == temp_dir:
-                del os.environ[SCRATCH]
-                for variable in AUTH_VARIABLES if _SESSION_TOKEN[0] else ():
-                    os.environ.pop(variable, None)  # a later cluster is joined with its own
-                _SESSION_TOKEN[0] = False
+        _forget_local_ray(temp_dir)
     except Exception as err:  # an exit hook must not fail the driver's exit
         warnings.warn(f"privgames: fast Ray teardown unavailable ({type(err).__name__}: "
                       f"{err}); Ray's own exit hook stops the local Ray", stacklevel=1)
+
+
+def _forget_local_ray(temp_dir: str | None) -> None:
+    """Remove the local Ray's folder, and the settings this process set for it (the scratch
+    folder, the session token: a cluster joined later uses its own)."""
+    if temp_dir is None:
+        return
+    shutil.rmtree(temp_dir, ignore_errors=True)
+    if os.environ.get(SCRATCH) == temp_dir:
+        del os.environ[SCRATCH]
+        for variable in AUTH_VARIABLES if _SESSION_TOKEN[0] else ():
+            os.environ.pop(variable, None)
+        _SESSION_TOKEN[0] = False
 
 
 def _announce(what: str) -> None:

@@ -253,7 +253,9 @@ class ShardedRun:
         """Every shard writes its state for ``round_`` (the driver keeps the file names)."""
         if self._folder is None:  # removed by close(), or at exit (a run stopped by a signal;
             # in a local Ray's worker, with the Ray's folder by the driver: ray_session.SCRATCH)
-            scratch = os.environ.get("PRIVGAMES_SCRATCH")
+            from privgames.environments.ray_session import SCRATCH
+
+            scratch = os.environ.get(SCRATCH)
             self._folder = tempfile.mkdtemp(prefix="privgames-shards-", dir=scratch if (
                 scratch and os.path.isdir(scratch)) else None)
             self._remove_folder = weakref.finalize(self, shutil.rmtree, self._folder, True)
