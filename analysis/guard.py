@@ -36,10 +36,14 @@ DEFAULT_CPU_HOURS = 24.0
 
 
 @functools.cache
+def _calibration() -> dict[str, Any]:
+    """``work_rates.json``: the experiments' and pages' measured rates, and the warm-ups."""
+    return json.loads(Path(__file__).with_name("work_rates.json").read_text())
+
+
 def _rates() -> dict[str, float]:
     """Operations per second of one core, per built-in experiment (measured)."""
-    path = Path(__file__).with_name("work_rates.json")
-    return json.loads(path.read_text())["rates"]
+    return _calibration()["rates"]
 
 
 def cpu_seconds(name: str, work: float) -> float:
@@ -47,6 +51,32 @@ def cpu_seconds(name: str, work: float) -> float:
     measured rate (the built-in experiments' median rate for one without a measured rate)."""
     rates = _rates()
     return work / rates.get(name, statistics.median(rates.values()))
+
+
+#: A Ray-sharded population's actors starting (their workers' imports), and one exchange of
+#: its driver with its shards (an actor call's round trip), for the estimate of a run's time.
+SHARD_START_S = 1.0
+EXCHANGE_S = 0.002
+
+
+def seconds_per_operation(experiment: Any, params: Mapping[str, Any], work: float) -> float:
+    """Seconds of one core per operation of this run: the experiment's measured rate, with
+    each Ray-sharded population's actors' start (:data:`SHARD_START_S`) and its driver's
+    exchanges with them (:data:`EXCHANGE_S` each) spread over the run's ``work``."""
+    per_op = cpu_seconds(experiment.name, 1.0)
+    extra = 0.0
+    for point in experiment.points(params):
+        fp = footprint_of(experiment.config(params, point))
+        if fp.exchanges:
+            extra += SHARD_START_S + fp.exchanges * EXCHANGE_S
+    return per_op + (extra * int(params["populations"]) / work if work > 0 else 0.0)
+
+
+def warmup_seconds(name: str) -> float:
+    """Seconds a fresh process's first run of experiment ``name`` spends loading what it uses
+    (measured; the built-in experiments' median for one without)."""
+    warmups = _calibration().get("warmups", {})
+    return warmups.get(name, statistics.median(warmups.values()) if warmups else 0.0)
 
 
 def duration(seconds: float) -> str:
@@ -137,10 +167,8 @@ def page_seconds(route: str, work: float) -> float:
     return work / rates.get(route, statistics.median(rates.values()))
 
 
-@functools.cache
 def _page_rates() -> dict[str, float]:
-    path = Path(__file__).with_name("work_rates.json")
-    return json.loads(path.read_text())["pages"]
+    return _calibration()["pages"]
 
 
 def human_bytes(n: float) -> str:
@@ -186,12 +214,32 @@ def check(experiment: Any, params: Mapping[str, Any], workers: int | str | None 
                           f"{duration(seconds)} of one core), is above --max-work "
                           f"{max_work:.3g}")
     if max_work is None and seconds > DEFAULT_CPU_HOURS * 3600.0:
+        driver = work_driver(experiment, params)
         raise ConfigError(f"the run's estimated work, {total:.3g} operations, would take "
                           f"about {duration(seconds)} of one core (at this experiment's "
                           f"measured {total / seconds:.2g} operations/s), above the default "
-                          f"limit of {DEFAULT_CPU_HOURS:g} h: give --max-work "
-                          f"{_round_up(total)} (or more) to run it anyway")
+                          f"limit of {DEFAULT_CPU_HOURS:g} h: lower {driver}, or give "
+                          f"--max-work {_round_up(total)} (or more) to run it anyway", driver)
     return total
+
+
+def work_driver(experiment: Any, params: Mapping[str, Any]) -> str:
+    """The parameter to lower for less work: the number raised most above its quick-scale
+    default (of a swept list, its largest value), ``populations`` when none was raised."""
+    defaults = experiment.resolve({}, "quick")
+
+    def size(value: Any) -> float | None:
+        if isinstance(value, list | tuple):
+            sizes = [x for x in map(size, value) if x is not None]
+            return max(sizes) if sizes else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return abs(float(value))
+        return None
+
+    raised = {name: size(value) / size(defaults[name]) for name, value in params.items()
+              if size(value) is not None and name in defaults and size(defaults[name])}
+    name = max(raised, key=raised.get, default="populations")
+    return name if raised.get(name, 0.0) > 1.0 else "populations"
 
 
 def population_bytes(config: Any) -> float:

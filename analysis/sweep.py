@@ -9,13 +9,15 @@ same seed are bit-identical whatever the worker count.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
 import importlib.util
 import json
+import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -28,11 +30,21 @@ from privgames.analysis import guard
 from privgames.analysis.experiments import Experiment, Unit, get
 from privgames.analysis.results import content_digest, parquet_metadata, read_parquet, write_parquet
 from privgames.environments.config import footprint_of
+from privgames.environments.progress import Tally, reporting, to_tally
 from privgames.environments.ray_session import ensure_ray
 
 #: Upper bound on tasks per sweep: enough to balance 2-16 workers, few enough that each task
 #: carries several units (Ray pays about 1 ms per task).
 MAX_TASKS = 32
+#: Experiments this process has run (their first run loaded what they use).
+WARM: set[str] = set()
+#: How often a Ray sweep reads its tasks' reported rounds for the bar.
+RAY_POLL_S = 0.5
+#: The bar's estimate weighs the rate measured since the tasks began against the estimated
+#: one as if that had been measured for this long.
+PRIOR_S = 5.0
+#: tqdm's bar without its own estimate of the time left (the postfix has the sweep's).
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]"
 #: ``workers="auto"``: run serially, or start a local Ray when the rest of the work would take
 #: longer serially than Ray costs to start: ``ray.init`` and the first tasks' cold workers,
 #: 3.5-4.0 s on 2 cores (``benchmarks/bench_chain.py``, ``ray.fixed_cost_s``), or a sweep's
@@ -40,6 +52,9 @@ MAX_TASKS = 32
 AUTO = "auto"
 RAY_START_S = 4.0
 RAY_WARM_S = 0.3
+#: The part of :data:`RAY_START_S` after ``ray.init`` returns: the first tasks' workers
+#: importing privgames (0.7 s of a core each).
+COLD_WORKERS_S = 2.0
 
 
 def batches(units: Sequence[Unit]) -> list[list[Unit]]:
@@ -48,19 +63,41 @@ def batches(units: Sequence[Unit]) -> list[list[Unit]]:
     return [[units[i] for i in b] for b in np.array_split(np.arange(len(units)), n_tasks)]
 
 
-def run_batch(name: str, params: Mapping[str, Any], batch: Sequence[Unit]) -> pd.DataFrame:
-    """Run a batch of units of experiment ``name`` (also the body of a Ray task)."""
+def run_batch(name: str, params: Mapping[str, Any], batch: Sequence[Unit],
+              report: Callable[[float], None] | None = None) -> pd.DataFrame:
+    """Run a batch of units of experiment ``name`` (also the body of a Ray task); ``report``
+    gets the operations done as each unit's rounds end (at most each unit's estimate)."""
     experiment = get(name)
-    return pd.concat([experiment.run_one(params, label, seed) for label, seed in batch],
-                     ignore_index=True)
+    rows = []
+    for label, seed in batch:
+        with (reporting(_capped(report, _unit_work(experiment, params, label))) if report
+              else contextlib.nullcontext()):
+            rows.append(experiment.run_one(params, label, seed))
+    return pd.concat(rows, ignore_index=True)
 
 
-def _run_batch_on_node(name: str, params: Mapping[str, Any],
-                       batch: Sequence[Unit]) -> tuple[pd.DataFrame, str]:
-    """A Ray task: the batch's rows and the id of the node that computed them."""
+def _capped(report: Callable[[float], None], work: float) -> Callable[[float], None]:
+    """``share`` of a unit's rounds as ``work`` operations, at most ``work`` in all (a unit
+    may run several models, each reporting its rounds)."""
+    left = [work]
+
+    def send(share: float) -> None:
+        amount = min(share * work, left[0])
+        if amount > 0:
+            left[0] -= amount
+            report(amount)
+
+    return send
+
+
+def _run_batch_on_node(name: str, params: Mapping[str, Any], batch: Sequence[Unit],
+                       task: int, tally: Any) -> tuple[pd.DataFrame, str]:
+    """A Ray task: the batch's rows and the id of the node that computed them; its rounds
+    are reported to ``tally`` (a :class:`~privgames.environments.progress.Tally`, or None)."""
     import ray
 
-    return run_batch(name, params, batch), ray.get_runtime_context().get_node_id()
+    report = None if tally is None else to_tally(tally, task)
+    return run_batch(name, params, batch, report), ray.get_runtime_context().get_node_id()
 
 
 def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
@@ -85,53 +122,155 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
     if address:  # join the cluster up front: environments with a Ray backend use it too
         ensure_ray(None if workers == AUTO else workers, address)
     work = _task_work(experiment, params, tasks)
-    def left_now() -> str:  # at the experiment's measured rate, before Ray measures one
-        left = sum(w for i, w in enumerate(work) if i not in done)
-        return f"about {guard.duration(guard.cpu_seconds(experiment.name, left))} of work left"
-
-    bar = tqdm(total=sum(work), desc=experiment.name, unit="op", unit_scale=True,
-               file=sys.stderr, disable=not progress, postfix=left_now())
+    bar = Progress(experiment, params, work, done, progress, workers)
     try:  # the bar ends its line whatever happens: an error starts on its own
-        bar.update(sum(work[i] for i in done))
         if done and progress:
-            print(f"privgames: {experiment.name}: resuming, {len(done)} of {len(tasks)} tasks "
-                  "already done", file=sys.stderr)
+            bar.write(f"privgames: {experiment.name}: resuming, {len(done)} of {len(tasks)} "
+                      "tasks already done")
 
         def finish(i: int, frame: pd.DataFrame) -> None:
             if parts[i] is not None:
                 _write_part(frame, parts[i], key, i)
             done[i] = frame
-            bar.set_postfix_str(left_now(), refresh=False)
-            bar.update(work[i])
+            bar.finished(i)
 
         if workers == AUTO:
-            workers = None if address else _auto_workers(experiment, params, tasks, todo, work,
+            workers = None if address else _auto_workers(experiment, params, tasks, todo, bar,
                                                          finish, progress)
             todo = [i for i in todo if i not in done]
         if workers == 0 or not todo:
+            bar.began_now()
             for i in todo:
-                finish(i, run_batch(experiment.name, params, tasks[i]))
+                finish(i, run_batch(experiment.name, params, tasks[i], bar.sink(i)))
         else:
+            cold = bar.ahead >= RAY_START_S  # the estimate counted Ray's start-up
             ray = ensure_ray(workers, address)
+            bar.running(min(len(todo), int(ray.cluster_resources().get("CPU", 1))))
+            bar.began_now(COLD_WORKERS_S if cold else 0.0)
             remote = ray.remote(_run_batch_on_node).options(
                 memory=_task_memory(ray, experiment, params))
-            pending = {remote.remote(experiment.name, dict(params), tasks[i]): i for i in todo}
+            tally = ray.remote(Tally).options(num_cpus=0).remote() if progress else None
+            pending = {remote.remote(experiment.name, dict(params), tasks[i], i, tally): i
+                       for i in todo}
             nodes = set()
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                try:
-                    frame, node = ray.get(ready[0])
-                except ray.exceptions.OutOfMemoryError:
-                    raise guard.killed_for_memory(experiment, params) from None
-                nodes.add(node)
-                finish(pending.pop(ready[0]), frame)
+            try:
+                while pending:
+                    ready, _ = ray.wait(list(pending), num_returns=1, timeout=RAY_POLL_S)
+                    if tally is not None:
+                        bar.tallied(ray.get(tally.take.remote()))
+                    if not ready:
+                        continue
+                    try:
+                        frame, node = ray.get(ready[0])
+                    except ray.exceptions.OutOfMemoryError:
+                        raise guard.killed_for_memory(experiment, params) from None
+                    nodes.add(node)
+                    finish(pending.pop(ready[0]), frame)
+            finally:
+                if tally is not None:
+                    ray.kill(tally)
             bar.close()  # before the line below
             if progress:
                 print(f"privgames: {experiment.name}: ran {len(todo)} tasks on {len(nodes)} Ray "
                       f"node{'s' if len(nodes) != 1 else ''}", file=sys.stderr)
     finally:
         bar.close()
+    WARM.add(experiment.name)
     return pd.concat([done[i] for i in range(len(tasks))], ignore_index=True)
+
+
+class Progress:
+    """The sweep's bar and its one estimate of the time left, in seconds of the clock.
+
+    The bar counts operations and moves with every round a population reports
+    (:mod:`privgames.environments.progress`), in this process or from a Ray task. The
+    estimate is the work left at a rate: before the tasks begin, the experiment's calibrated
+    rate with its sharded populations' actors and exchanges
+    (:func:`~privgames.analysis.guard.seconds_per_operation`) times the tasks running side by
+    side, plus Ray's start-up while it is ahead (:data:`RAY_START_S`); then the rate measured
+    since they began, with the estimated one counted as :data:`PRIOR_S` seconds of it. tqdm's
+    own remaining time is not shown: one estimate, never two."""
+
+    def __init__(self, experiment: Experiment, params: Mapping[str, Any],
+                 work: Sequence[float], done: Mapping[int, Any], show: bool,
+                 workers: int | str | None) -> None:
+        self.work = list(work)
+        self.credit = [w if i in done else 0.0 for i, w in enumerate(work)]
+        self.per_op = guard.seconds_per_operation(experiment, params, sum(work))
+        self.began: tuple[float, float] | None = None  # (clock, work done) as tasks began
+        # the plan: serial, or side by side on Ray after its start-up (auto: as it would choose)
+        todo, cores = len(work) - len(done), os.cpu_count() or 1
+        ray = sys.modules.get("ray")
+        start = RAY_WARM_S if ray is not None and ray.is_initialized() else RAY_START_S
+        self.parallel, self.ahead = 1, 0.0
+        if experiment.name not in WARM:  # its first run in this process loads what it uses
+            self.per_op += guard.warmup_seconds(experiment.name) / max(sum(work), 1.0)
+        if workers != 0 and todo > 1 and (workers != AUTO or (
+                cores > 1 and self.seconds_left() > start)):
+            self.parallel = min(todo, cores if workers in (AUTO, None) else int(workers))
+            self.ahead = start
+        self.bar = tqdm(total=sum(work), desc=experiment.name, unit="op", unit_scale=True,
+                        file=sys.stderr, disable=not show, initial=sum(self.credit),
+                        postfix=self.left(), bar_format=BAR_FORMAT)
+
+    def seconds_left(self) -> float:
+        """The one estimate: seconds of the clock until the last task ends."""
+        left = sum(self.work) - sum(self.credit)
+        prior = self.parallel / self.per_op  # operations a second, as estimated
+        if self.began is None:
+            return self.ahead + left / prior
+        elapsed = time.perf_counter() - self.began[0]
+        since = sum(self.credit) - self.began[1]
+        working = max(0.0, elapsed - self.ahead)  # after the start-up still ahead at began
+        rate = (since + prior * PRIOR_S) / (working + PRIOR_S)
+        return max(0.0, self.ahead - elapsed) + left / rate
+
+    def left(self) -> str:
+        return f"about {guard.duration(self.seconds_left())} left"
+
+    def add(self, i: int, work: float) -> None:
+        """Task ``i`` did ``work`` more operations (never past its own)."""
+        work = min(work, self.work[i] - self.credit[i])
+        if work > 0:
+            self.credit[i] += work
+            self.bar.set_postfix_str(self.left(), refresh=False)
+            self.bar.update(work)
+
+    def finished(self, i: int) -> None:
+        self.add(i, self.work[i])
+
+    def tallied(self, done: Mapping[int, float]) -> None:
+        """What the Ray tasks reported (:class:`~privgames.environments.progress.Tally`)."""
+        for i, work in done.items():
+            self.add(i, work)
+
+    def sink(self, i: int) -> Any:
+        """Where task ``i``, run here, reports its work."""
+        return functools.partial(self.add, i)
+
+    def running(self, parallel: int, ahead: float = 0.0) -> None:
+        """Tasks will run ``parallel`` side by side after ``ahead`` seconds (Ray's start-up);
+        nothing measured counts until they begin."""
+        self.parallel, self.ahead, self.began = max(1, parallel), ahead, None
+        self.bar.set_postfix_str(self.left(), refresh=True)
+
+    def began_now(self, ahead: float = 0.0) -> None:
+        """The tasks begin, ``ahead`` seconds of start-up still to come (Ray's cold workers):
+        the rate is measured from here."""
+        self.ahead, self.began = ahead, (time.perf_counter(), sum(self.credit))
+
+    def write(self, line: str) -> None:
+        tqdm.write(line, file=sys.stderr)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def estimate(experiment: Experiment, params: Mapping[str, Any], seed: int,
+             workers: int | str | None) -> float:
+    """The seconds a sweep's bar first says it will take (:class:`Progress`), nothing done."""
+    work = _task_work(experiment, params, batches(experiment.units(params, seed)))
+    return Progress(experiment, params, work, {}, False, workers).seconds_left()
 
 
 def _task_memory(ray: Any, experiment: Experiment, params: Mapping[str, Any]) -> int:
@@ -156,28 +295,35 @@ def discard_parts(parts_dir: Path, key: str) -> None:
 
 
 def _auto_workers(experiment: Experiment, params: Mapping[str, Any],
-                  tasks: Sequence[Sequence[Unit]], todo: Sequence[int], work: Sequence[float],
-                  finish: Any, progress: bool) -> int | None:
+                  tasks: Sequence[Sequence[Unit]], todo: Sequence[int], bar: Progress,
+                  finish: Any, show: bool) -> int | None:
     """``workers="auto"``: run the first unfinished task here, timed, and choose serial (0) or a
-    local Ray on every core (None) for the rest from its measured rate."""
+    local Ray on every core (None) for the rest from its measured rate, which the bar's
+    estimate takes from then on."""
     if len(todo) < 2:
-        if progress:
-            tqdm.write(f"privgames: {experiment.name}: {len(todo)} task to run: running "
-                       "serially", file=sys.stderr)
+        if show:
+            bar.write(f"privgames: {experiment.name}: {len(todo)} task to run: running "
+                      "serially")
         return 0
     first = todo[0]
-    start = time.perf_counter()
-    finish(first, run_batch(experiment.name, params, tasks[first]))
-    seconds = time.perf_counter() - start
-    rest = sum(work[i] for i in todo[1:])
-    estimate = seconds * rest / work[first] if work[first] > 0 else seconds * (len(todo) - 1)
+    bar.running(1)
+    bar.began_now()
+    finish(first, run_batch(experiment.name, params, tasks[first], bar.sink(first)))
+    serial = bar.seconds_left()  # the measured task weighed with the calibrated rate
+    rest = sum(bar.work[i] for i in todo[1:])
+    if rest > 0:
+        bar.per_op = serial / rest
     ray = sys.modules.get("ray")
     cost = RAY_WARM_S if ray is not None and ray.is_initialized() else RAY_START_S
-    use_ray = estimate > cost
-    if progress:
-        tqdm.write(f"privgames: {experiment.name}: the rest would take about {estimate:.2g} s "
-                   f"serially; {'running on Ray' if use_ray else 'running serially'} (Ray "
-                   f"costs about {cost:g} s to start; --workers N forces it)", file=sys.stderr)
+    side_by_side = min(len(todo) - 1, os.cpu_count() or 1)
+    use_ray = serial > cost and side_by_side > 1
+    bar.running(side_by_side if use_ray else 1, cost if use_ray else 0.0)
+    if show:
+        how = (f"running on Ray ({side_by_side} at a time: about {bar.left()[6:]} with Ray's "
+               f"start-up)" if use_ray else f"running serially (Ray costs about {cost:g} s "
+               "to start)")
+        bar.write(f"privgames: {experiment.name}: the rest would take about "
+                  f"{guard.duration(serial)} serially; {how}; --workers N forces a choice")
     return None if use_ray else 0
 
 
@@ -196,17 +342,20 @@ def _task_work(experiment: Experiment, params: Mapping[str, Any],
                tasks: Sequence[Sequence[Unit]]) -> list[float]:
     """Each task's estimated work (its configs' ``footprint().work``, or the assumed one),
     so the progress bar counts operations, not units."""
-    cache: dict[str, float] = {}
+    return [sum(_unit_work(experiment, params, label) for label, _ in task) for task in tasks]
 
-    def unit_work(label: Mapping[str, Any]) -> float:
-        point = {k: v for k, v in label.items() if k != "population"}
-        key = json.dumps(point, sort_keys=True, default=str)
-        if key not in cache:
-            config = experiment.config(params, point)
-            cache[key] = float(footprint_of(config).work)
-        return cache[key]
 
-    return [sum(unit_work(label) for label, _ in task) for task in tasks]
+def _unit_work(experiment: Experiment, params: Mapping[str, Any],
+               label: Mapping[str, Any]) -> float:
+    """One unit's estimated work (its config's ``footprint().work``)."""
+    point = {k: v for k, v in label.items() if k != "population"}
+    return _point_work(experiment.name, json.dumps(params, sort_keys=True, default=str),
+                       json.dumps(point, sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=256)
+def _point_work(name: str, params: str, point: str) -> float:
+    return float(footprint_of(get(name).config(json.loads(params), json.loads(point))).work)
 
 
 #: The schema metadata key of a part's identity: its sweep's key, its task and its digest.

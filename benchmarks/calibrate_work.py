@@ -1,8 +1,10 @@
 """Each built-in experiment's rate of work: its estimated operations (the configs'
 ``footprint().work``, what the work budget and the progress bar count) per second of one core,
 measured by running it at quick scale serially (the median of ``--repeats`` runs, 3 by
-default, interleaved). Writes ``analysis/work_rates.json``, which the work guard reads to say
-how long a run would take and to refuse one past a day of work by default.
+default, interleaved); and its warm-up, what a fresh process's first run takes beyond the
+next (modules and kernels loaded on first use), which a command's estimate adds. Writes
+``analysis/work_rates.json``, which the work guard reads to say how long a run would take and
+to refuse one past a day of work by default, and the progress bar to estimate the time left.
 
 Each page's rate too: its step's work (the population's work over its steps) per second of a
 reset and the steps that follow, drawn as the server draws them, at a size where the
@@ -10,13 +12,16 @@ computation outweighs the drawing (:data:`PAGE_SIZES`); the pages' work limit re
 (:meth:`privgames.analysis.pages.Page.step_seconds`).
 
 Run ``python benchmarks/calibrate_work.py`` on a quiet machine (``--quick``: two experiments,
-one run each, printed and not written; ``--pages``: the pages' rates alone, written).
+one run each, printed and not written; ``--pages``: the pages' rates alone, written;
+``--only A,B``: those experiments' rates alone, written beside the others').
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +41,29 @@ def measure(name: str) -> tuple[float, float]:
     start = time.perf_counter()
     api.run(name, workers=0)
     return work, time.perf_counter() - start
+
+
+#: One experiment run twice in a fresh process, as ``privgames run`` would: (first, second)
+#: seconds after the imports a command makes before its progress bar.
+WARMUP = """
+import json, sys, time
+from privgames.analysis import api, sweep
+times = []
+for _ in range(2):
+    start = time.perf_counter()
+    api.run(sys.argv[1], workers=0)
+    times.append(time.perf_counter() - start)
+print(json.dumps(times))
+"""
+
+
+def measure_warmup(name: str) -> float:
+    """Seconds a fresh process's first quick run of ``name`` takes beyond its second (modules
+    imported and kernels loaded on first use): what a command's estimate adds."""
+    done = subprocess.run([sys.executable, "-c", WARMUP, name], capture_output=True,
+                          text=True, check=True)
+    first, second = json.loads(done.stdout.splitlines()[-1])
+    return max(0.0, first - second)
 
 
 #: Each page's inputs where it is timed (its size well above the page's start).
@@ -68,13 +96,15 @@ def measure_page(route: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    args = arguments(__doc__, ("--pages", "the pages' rates alone"))
+    args = arguments(__doc__, ("--pages", "the pages' rates alone"),
+                     options=(("--only", "comma-separated experiments: their rates alone"),))
     from privgames.analysis import experiments as registry
 
     out = json.loads(OUT.read_text())
     repeats = 1 if args.quick else 3
     if not args.pages:
-        names = list(registry.catalogue())[:2] if args.quick else list(registry.catalogue())
+        names = (str(args.only).split(",") if args.only else list(registry.catalogue())[:2]
+                 if args.quick else list(registry.catalogue()))
         seconds: dict[str, list[float]] = {name: [] for name in names}
         work: dict[str, float] = {}
         for _ in range(repeats):
@@ -82,16 +112,19 @@ def main() -> None:
                 work[name], s = measure(name)
                 seconds[name].append(s)
         rates = {name: work[name] / statistics.median(seconds[name]) for name in names}
-        out["rates"] = {k: float(f"{v:.3g}") for k, v in rates.items()}
-    routes = list(PAGE_SIZES)[:1] if args.quick else list(PAGE_SIZES)
+        out["rates"].update({k: float(f"{v:.3g}") for k, v in rates.items()})
+        warmups = {name: statistics.median(measure_warmup(name) for _ in range(repeats))
+                   for name in names}
+        out.setdefault("warmups", {}).update({k: round(v, 2) for k, v in warmups.items()})
+    routes = [] if args.only else list(PAGE_SIZES)[:1] if args.quick else list(PAGE_SIZES)
     page_work: dict[str, float] = {}
     page_seconds: dict[str, list[float]] = {route: [] for route in routes}
     for _ in range(repeats):
         for route in routes:
             page_work[route], s = measure_page(route)
             page_seconds[route].append(s)
-    out["pages"] = {route: float(f"{page_work[route] / statistics.median(page_seconds[route]):.3g}")
-                    for route in routes}
+    out["pages"] |= {r: float(f"{page_work[r] / statistics.median(page_seconds[r]):.3g}")
+                     for r in routes}
     out.update({"pages_measured" if args.pages else "measured": time.strftime("%Y-%m-%d"),
                 "repeats": repeats})
     if not args.quick:

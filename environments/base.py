@@ -17,6 +17,7 @@ from typing import Any, Self
 import mesa
 import pandas as pd
 
+from privgames.environments import progress
 from privgames.environments.streams import Seed, generator
 
 
@@ -65,11 +66,14 @@ class Environment(mesa.Model):
 
     def run(self, rounds: int | None = None) -> Self:
         """Run ``rounds`` rounds (default :meth:`rounds_left`), or until the model sets
-        Mesa's ``running`` to False (its dynamics settled), and return the model."""
-        for _ in range(self.rounds_left() if rounds is None else rounds):
+        Mesa's ``running`` to False (its dynamics settled), and return the model. Each round
+        is reported to a listening sweep's progress bar (:mod:`privgames.environments.progress`)."""
+        count = self.rounds_left() if rounds is None else rounds
+        for _ in range(count):
             if not self.running:
                 break
             self.step()
+            progress.advance(1.0 / count)
         return self
 
     def results(self) -> pd.DataFrame:

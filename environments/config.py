@@ -33,11 +33,14 @@ class Footprint:
         work: elementary operations (random draws, node-steps, gradient terms), for the work
             budget and the progress bar.
         driver: the parameter that drives ``peak_bytes`` (named in a refusal).
+        exchanges: the driver's round trips to its Ray shards (0 in process), for the
+            estimate of a run's time.
     """
 
     peak_bytes: float
     work: float
     driver: str
+    exchanges: float = 0.0
 
     @classmethod
     def of(cls, config: Any, terms: list[tuple[tuple[str, ...], float]],

@@ -16,6 +16,7 @@ joint play, and social costs beside the predicted NE's and the optimum's.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
 import warnings
@@ -164,7 +165,7 @@ class LearningConfig:
         in the sequential chain a row per state): all of them in this process, the largest
         shard's on Ray (the driver's beside them); with ``history``, the driver's ``rounds x
         agents``. Work: a few ``agents x grid`` passes a round and a round's fixed Python
-        cost (:data:`ROUND_OPS` a shard)."""
+        cost (:data:`ROUND_OPS` a shard); on Ray, two exchanges with the shards a round."""
         shards = 1 if self.shards == "auto" else self.shards
         bayes = self.game == "pricing-bayes"
         held = -(-self.agents // shards) if self.backend == "ray" else self.agents
@@ -175,8 +176,10 @@ class LearningConfig:
         passes = 9.0 if bayes else 3.0 if self.game == "bas-sequential" else 1.0
         work = ((30.0 * passes * self.agents * per_agent + ROUND_OPS * shards)
                 * self.rounds * self.starts)
-        return Footprint.of(self, [(("agents", "grid_points"), arrays),
-                                   (("agents", "rounds"), history)], work)
+        fp = Footprint.of(self, [(("agents", "grid_points"), arrays),
+                                 (("agents", "rounds"), history)], work)
+        exchanges = 2.0 * self.rounds * self.starts if self.backend == "ray" else 0.0
+        return dataclasses.replace(fp, exchanges=exchanges)
 
     def __post_init__(self) -> None:
         check_choice("game", self.game, GAMES)

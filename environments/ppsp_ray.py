@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from privgames.environments import progress
 from privgames.environments.ppsp_ring import (
     PPSPConfig,
     RingNoise,
@@ -292,12 +293,16 @@ def _drive(ray, model, shards, ring: _Ring, args: list[tuple], kill_shard) -> Ri
     detected at a checkpoint or at the end."""
     c: PPSPConfig = model.config
     saved = (ring.copy(), None)  # None: the shards as set up
-    recoveries = 0
+    recoveries = reported = 0
     gather = c.final_size * c.replications <= GATHER_LIMIT
     while True:
         try:
+            before = None  # the block submitted before: its calls and the step it ends at
             while ring.step < c.K:
-                ring.step = _submit_block(ray, c, shards, ring)
+                ring.step, calls = _submit_block(ray, c, shards, ring)
+                if before is not None:  # one block stays queued while the bar moves
+                    ray.get(before[0])
+                    reported = _report(reported, before[1], c.K)
                 if kill_shard is not None and ring.step > kill_shard[1]:
                     ray.kill(shards[kill_shard[0]])
                     kill_shard = None
@@ -305,7 +310,9 @@ def _drive(ray, model, shards, ring: _Ring, args: list[tuple], kill_shard) -> Ri
                     states = [sh.checkpoint.remote() for sh in shards]
                     ray.get([sh.alive.remote() for sh in shards])  # each after its checkpoint
                     saved = (ring.copy(), states)
+                before = (calls, ring.step)
             finished = ray.get([sh.finish.remote(gather) for sh in shards])
+            _report(reported, c.K, c.K)
             break
         except ray.exceptions.RayActorError as err:
             recoveries += 1
@@ -330,8 +337,16 @@ def _drive(ray, model, shards, ring: _Ring, args: list[tuple], kill_shard) -> Ri
     return RingRun(error, sums, np.array(ring.targets), estimates, None, ids, state)
 
 
-def _submit_block(ray, c: PPSPConfig, shards, ring: _Ring) -> int:
-    """Submit the next block of steps (one exchange) and return the step it ends at."""
+def _report(reported: int, step: int, K: int) -> int:
+    """Report the steps from ``reported`` to ``step`` to the progress bar (a replay after a
+    recovery counts once); the steps reported now."""
+    if step > reported:
+        progress.advance((step - reported) / K)
+    return max(reported, step)
+
+
+def _submit_block(ray, c: PPSPConfig, shards, ring: _Ring) -> tuple[int, list]:
+    """Submit the next block of steps (one exchange); the step it ends at, and its calls."""
     k = ring.step
     if k == c.join_at:
         home = _segment_of(c, c.join_next_to)
@@ -354,10 +369,10 @@ def _submit_block(ray, c: PPSPConfig, shards, ring: _Ring) -> int:
     sizes = np.full(T, sum(ring.sizes))
     ring.targets.extend(targets)
     out = [sh.emit.remote(k, T, leaver if s == at else None) for s, sh in enumerate(shards)]
-    for s, sh in enumerate(shards):
-        sh.absorb.remote(out[s - 1], keeper if s == keeper_at else None,
-                         leaver if s == at else None, targets, sizes)
-    return k + T
+    calls = [sh.absorb.remote(out[s - 1], keeper if s == keeper_at else None,
+                              leaver if s == at else None, targets, sizes)
+             for s, sh in enumerate(shards)]
+    return k + T, calls
 
 
 def _segment_of(c: PPSPConfig, node: int) -> int:

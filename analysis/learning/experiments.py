@@ -14,6 +14,7 @@ import pandas as pd
 
 from privgames.analysis.claims import Claim
 from privgames.analysis.experiments import Experiment, figure, register
+from privgames.environments import progress
 from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 
 #: Where this game's figures are drawn (imported when a figure is drawn).
@@ -33,7 +34,8 @@ def learning_unit(config: LearningConfig, seed: np.random.SeedSequence) -> pd.Da
     for k in range(config.starts):
         model = LearningModel(config, seed, start_run=k)
         try:
-            runs.append(_trace_and_outcome(model.run(), config).assign(start_run=k))
+            with progress.part(1.0 / config.starts):
+                runs.append(_trace_and_outcome(model.run(), config).assign(start_run=k))
         finally:
             model.close()
     return pd.concat(runs, ignore_index=True)

@@ -325,7 +325,7 @@ def test_a_run_past_a_day_of_work_is_refused_by_default(name, sets, tmp_path, ca
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "of one core (at this experiment's measured" in err[0], err
-    assert f"above the default limit of {guard.DEFAULT_CPU_HOURS:g} h" in err[0]
+    assert f"above the default limit of {guard.DEFAULT_CPU_HOURS:g} h: lower rounds, or" in err[0]
     suggested = float(re.search(r"give --max-work (\S+) \(or more\)", err[0])[1])
     e = experiments.get(name)
     params = e.resolve(parse_set(sets))
