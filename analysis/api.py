@@ -221,7 +221,7 @@ def _finished(path: Path, key: str) -> pd.DataFrame | None:
     try:
         identity = json.loads(parquet_metadata(path).get(RUN_KEY, b"{}"))
         rows = read_parquet(path)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # absent, damaged, nested past the stack
         return None
     if not isinstance(identity, dict) or identity.get("key") != key or identity.get(
             "sha256") != content_digest(rows):

@@ -252,12 +252,13 @@ class Progress:
         """Tasks will run ``parallel`` side by side after ``ahead`` seconds (Ray's start-up);
         nothing measured counts until they begin."""
         self.parallel, self.ahead, self.began = max(1, parallel), ahead, None
-        self.bar.set_postfix_str(self.left(), refresh=True)
+        self.bar.set_postfix_str(self.left(), refresh=False)
 
     def began_now(self, ahead: float = 0.0) -> None:
         """The tasks begin, ``ahead`` seconds of start-up still to come (Ray's cold workers):
         the rate is measured from here."""
         self.ahead, self.began = ahead, (time.perf_counter(), sum(self.credit))
+        self.bar.set_postfix_str(self.left(), refresh=True)
 
     def write(self, line: str) -> None:
         tqdm.write(line, file=sys.stderr)
@@ -376,7 +377,7 @@ def _read_part(path: Path, key: str, task: int) -> pd.DataFrame | None:
     try:
         frame = read_parquet(path)
         identity = json.loads(parquet_metadata(path).get(PART_KEY, b"{}"))
-    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+    except (OSError, ValueError, RecursionError) as err:  # ArrowInvalid is a ValueError
         why = f"unreadable ({type(err).__name__})"
     else:
         if not isinstance(identity, dict) or (identity.get("key"), identity.get("task")) != (

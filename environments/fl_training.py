@@ -11,6 +11,7 @@ Paper: ``papers/pricing-fl-noise.txt``, sections III-A and IV.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import math
 from dataclasses import dataclass
@@ -53,8 +54,29 @@ def load_dataset(path: str | None) -> tuple[NDArray, NDArray]:
         x, labels = digits.data / 16.0, digits.target
     else:
         x, labels = _read_mnist(Path(path))
+        _check_arrays(x, labels, path)
         x = x.reshape(x.shape[0], -1) / 255.0
     return np.hstack([x, np.ones((x.shape[0], 1))]), np.asarray(labels, dtype=int)
+
+
+def _check_arrays(x: NDArray, labels: NDArray, path: str) -> None:
+    """Images ``(N, ...)`` of pixels in [0, 255] and ``N`` integer labels, ``N >= 2`` (half
+    the pool trains, half tests)."""
+    where = f"data={path!r}"
+    if x.ndim < 2 or labels.ndim != 1 or x.shape[0] != labels.shape[0] or x.shape[0] < 2:
+        raise ConfigError(f"{where} holds images of shape {x.shape} and labels of shape "
+                          f"{labels.shape}: it needs N >= 2 images (N, ...) and N labels")
+    if x.dtype.kind not in "iuf" or labels.dtype.kind not in "iu":
+        raise ConfigError(f"{where} holds {x.dtype} images and {labels.dtype} labels: it needs "
+                          "numeric pixels and integer labels")
+    if not (np.all(np.isfinite(x)) and x.min() >= 0 and x.max() <= 255):
+        raise ConfigError(f"{where}: its pixels must be numbers in [0, 255]")
+
+
+@functools.lru_cache(maxsize=4)
+def _checked_file(path: str, mtime_ns: int, size: int) -> None:
+    """Read ``path`` once per version of the file, for its errors (the arrays are not kept)."""
+    load_dataset(path)
 
 
 def _read_mnist(path: Path) -> tuple[NDArray, NDArray]:
@@ -75,8 +97,9 @@ def _read_mnist(path: Path) -> tuple[NDArray, NDArray]:
             if not xs or len(xs) != len(ys):
                 raise ConfigError("expected arrays x_train, y_train (and x_test, y_test)")
             return np.concatenate(xs), np.concatenate(ys)
-    except (OSError, ValueError, KeyError) as err:
-        raise ConfigError(f"data={str(path)!r} is not an MNIST file: {err}") from None
+    except Exception as err:  # an untrusted file: numpy's, zip's and gzip's parsers raise
+        why = err if isinstance(err, ConfigError) else f"{type(err).__name__}: {err}"
+        raise ConfigError(f"data={str(path)!r} is not an MNIST file: {why}") from None
 
 
 def _idx(path: Path) -> NDArray:
@@ -157,6 +180,9 @@ class TrainingConfig:
         if self.data is not None and not Path(self.data).exists():
             raise ConfigError(f"data={self.data!r} does not exist: give an MNIST .npz file or "
                               "a folder with its IDX files")
+        if self.data is not None:  # read before any run starts: a bad file is one line
+            info = Path(self.data).stat()
+            _checked_file(self.data, info.st_mtime_ns, info.st_size)
         check_choice("backend", self.backend, BACKENDS)
         check_int("groups", self.groups, 1, self.N)
 

@@ -17,6 +17,12 @@ if TYPE_CHECKING:  # imported by check_grid: ``privgames list`` and a bad --set 
     import numpy as np
 
 
+#: A real parameter's largest size, and the inverse its smallest but 0: the models square
+#: and multiply parameters and their reciprocals, and float64 overflows past 1.8e308 (a game's
+#: constant at 1.8e308 made a Mesa reporter's root finder stop on NaN).
+MAGNITUDE = 1e100
+
+
 @dataclass(frozen=True)
 class Allowed:
     """The values a validator accepts, for the command line's ``show`` and the pages' inputs.
@@ -90,18 +96,23 @@ def check_real(name: str, value: object, low: float = -math.inf, high: float = m
     if not allowed.admits(value):
         raise ConfigError(f"{name}={value!r} is out of range: {name} must be "
                           f"{_interval(low, high, not low_open, not high_open)}", name, allowed)
+    if abs(value) > MAGNITUDE or 0 < abs(value) < 1 / MAGNITUDE:
+        raise ConfigError(f"{name}={value!r} is beyond the numbers the models compute with: "
+                          f"{name} must be 0 or between {1 / MAGNITUDE:g} and {MAGNITUDE:g} in "
+                          "size", name, allowed)
     return float(value)
 
 
 def check_reals(name: str, values: object, low: float = -math.inf,
-                low_open: bool = False) -> tuple[float, ...]:
-    """A non-empty list of finite numbers, each ``>= low`` (or ``> low``)."""
+                low_open: bool = False, high: float = math.inf) -> tuple[float, ...]:
+    """A non-empty list of finite numbers, each ``>= low`` (or ``> low``) and ``<= high``."""
     if isinstance(values, str) or not isinstance(values, Sequence) or len(values) == 0:
         raise ConfigError(f"{name}={values!r} is not a list: {name} must be a non-empty list "
                           "of numbers", name, Allowed("list", None if low == -math.inf else low,
+                                                      None if high == math.inf else high,
                                                       low_open=low_open))
     for i, v in enumerate(values):
-        check_real(f"{name}[{i}]", v, low, low_open=low_open)
+        check_real(f"{name}[{i}]", v, low, high, low_open=low_open)
     return tuple(float(v) for v in values)
 
 

@@ -380,4 +380,4 @@ def test_the_progress_bar_starts_with_the_work_left(tmp_path):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-500:]
     first = done.stderr.split("\r")[0]
-    assert re.search(r"bas-chain:\s+0%.*about [0-9.]+ s of work left", first), first
+    assert re.search(r"bas-chain:\s+0%.*about [0-9.]+ s left", first), first

@@ -78,14 +78,17 @@ def test_a_signal_stops_a_run_cleanly(tmp_path, args, sig, delay):
 
 
 @pytest.mark.ray
-def test_a_local_ray_needs_no_writable_home(tmp_path):
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_run_needs_no_writable_home_or_temporary_folder(tmp_path, workers):
     """Ray's token set-up writes ``~/.ray/auth_token``; privgames' local Ray has a token of its
-    session in its processes' environment instead, so a read-only ``HOME`` runs."""
-    home = "/proc/version"  # not a folder: nothing can be made below it, even by root
+    session in its processes' environment instead, so a read-only ``HOME`` runs; an unusable
+    ``TMPDIR`` sends Ray's folder to the system's. Serially and on Ray: the results, no
+    traceback."""
+    bad = "/proc/version"  # not a folder: nothing can be made below it, even by root
+    env = {**os.environ, "MPLCONFIGDIR": str(tmp_path), "HOME": bad, "TMPDIR": bad}
     done = subprocess.run([sys.executable, "-m", "privgames.analysis", "run", "bas-chain",
-                           "--workers", "2", "--out", str(tmp_path)], capture_output=True,
-                          text=True, timeout=300,
-                          env={**os.environ, "HOME": home, "MPLCONFIGDIR": str(tmp_path)})
+                           "--workers", workers, "--out", str(tmp_path)], capture_output=True,
+                          text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr and (tmp_path / "bas-chain.parquet").exists()
 

@@ -120,6 +120,34 @@ def test_user_budgets_from_a_file(tmp_path):
         APESConfig(n=2, budgets=str(tmp_path / "bad.txt"))
 
 
+def test_budgets_outside_the_formulas_range_of_validity_are_refused():
+    """Below MIN_BUDGET eq (1)'s closed form loses its digits (pinned against 50-digit
+    arithmetic: within 1e-8 at the bound, worse than 1e-6 a decade below); above MAX_BUDGET
+    the amplification bounds' e^eps overflows."""
+    import mpmath
+
+    from privgames.environments.apes import MAX_BUDGET, MIN_BUDGET
+    from privgames.mechanisms.noise import clip_laplace_mean
+
+    mpmath.mp.dps = 50
+
+    def worst(eps: float) -> float:
+        errors = []
+        for x in np.linspace(-1, 1, 41)[1:-1]:
+            lam, xm = mpmath.mpf(2) / eps, mpmath.mpf(x)
+            e1, e2 = mpmath.exp((-1 - xm) / lam), mpmath.exp((-1 + xm) / lam)
+            exact = float(((1 + lam) * (e1 - e2) + 2 * xm) / (2 - e1 - e2))
+            got = float(clip_laplace_mean(np.array(x), np.array(eps), 1.0))
+            errors.append(abs(got - exact) / max(abs(exact), 1e-300) if exact else abs(got))
+        return max(errors)
+
+    assert worst(MIN_BUDGET) < 1e-8 < 1e-6 < worst(MIN_BUDGET / 10)
+    for bad in (MIN_BUDGET / 2, MAX_BUDGET * 1.5, 5e-324, 1.7e308):
+        with pytest.raises(ConfigError, match=r"budgets\[0\]="):
+            APESConfig(n=2, budgets=(bad, 1.0))
+    APESConfig(n=2, budgets=(MIN_BUDGET, MAX_BUDGET))
+
+
 @pytest.mark.parametrize("kwargs,needle", [
     ({"C": 0.0}, "C=0.0"), ({"b_ratio": 1.5}, "b_ratio=1.5"), ({"delta_s": 1.0}, "delta_s=1.0"),
     ({"framework": "dp-sgd"}, "framework='dp-sgd'"), ({"distribution": "x"}, "distribution="),
