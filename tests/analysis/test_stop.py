@@ -1,6 +1,6 @@
 """A clean stop (issue 44): SIGINT (Ctrl-C reaches the whole process group) or SIGTERM at
 several moments of a serial run, a Ray sweep (while Ray starts and while tasks run) and a
-population sharded over Ray actors. The command exits 130 or 143 with one line saying what it
+population sharded over Ray actors (while it plays, and while a shard writes its checkpoint). The command exits 130 or 143 with one line saying what it
 kept and how to resume, no traceback or Ray stack dump, no process of its group left and no
 temporary folder left."""
 
@@ -42,7 +42,9 @@ def _group(pgid: int) -> list[str]:
     (SWEEP + ["--workers", "2"], signal.SIGINT, 3.0),
     (SWEEP + ["--workers", "2"], signal.SIGTERM, 8.0),  # while its tasks run
     (SHARDED, signal.SIGTERM, 10.0),
-], ids=["serial-int", "serial-term", "ray-start-term", "ray-int", "ray-term", "shards-term"])
+    (SHARDED + ["--set", "checkpoint_every=1"], signal.SIGINT, "checkpoint"),
+], ids=["serial-int", "serial-term", "ray-start-term", "ray-int", "ray-term", "shards-term",
+        "shards-checkpoint-int"])
 def test_a_signal_stops_a_run_cleanly(tmp_path, args, sig, delay):
     temp = Path(tempfile.mkdtemp(dir="/tmp", prefix="stop"))  # short: Ray's sockets live there
     out = tmp_path / "out"
@@ -50,7 +52,13 @@ def test_a_signal_stops_a_run_cleanly(tmp_path, args, sig, delay):
     process = subprocess.Popen(command, env={**os.environ, "TMPDIR": str(temp)},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                start_new_session=True, preexec_fn=_as_in_a_terminal)
-    time.sleep(delay)
+    if delay == "checkpoint":  # while a shard writes its checkpoint (before its rename)
+        deadline = time.monotonic() + 120
+        while not list(temp.rglob("*.pkl.tmp")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert list(temp.rglob("*.pkl.tmp")), "no checkpoint was being written"
+    else:
+        time.sleep(delay)
     assert process.poll() is None, process.communicate()[1].decode()[-3000:]
     os.killpg(process.pid, sig)
     stdout, stderr = process.communicate(timeout=120)
