@@ -29,6 +29,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -152,6 +153,15 @@ class Shard:
     def __init__(self, make: Callable, *args: Any) -> None:
         self.slice = make(*args)
 
+    def reset(self, make: Callable, *args: Any) -> None:
+        """Build another population's slice in this actor (a leased idle shard)."""
+        self.slice = None
+        self.slice = make(*args)
+
+    def release(self) -> None:
+        """Drop the slice: the actor waits idle, holding only its process."""
+        self.slice = None
+
     def call(self, method: str, *args: Any) -> Any:
         return getattr(self.slice, method)(*args)
 
@@ -201,11 +211,8 @@ class ShardedRun:
         if backend == "ray":
             from privgames.environments.ray_session import ensure_ray
 
-            ray = ensure_ray()
-            self._ray = ray
-            # No CPU reserved: a shard must start even when the run's own task holds the
-            # CPUs (a sweep's unit on a 2-core machine).
-            self._actor = ray.remote(num_cpus=0, max_restarts=0)(Shard)
+            self._ray = ensure_ray()
+            self._nodes: list[str] = []
             self.shards = [self._start(i) for i in range(len(self._args))]
         else:
             self.shards = [Shard(*args) for args in self._args]
@@ -215,11 +222,10 @@ class ShardedRun:
         (Ray's ``SPREAD`` and soft affinity are best effort: under load they left a two-node
         cluster's second node empty). A shard restored after its node died is placed on the
         nodes alive then."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
         nodes = sorted(node["NodeID"] for node in self._ray.nodes() if node["Alive"])
-        where = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=False)
-        return self._actor.options(scheduling_strategy=where).remote(*self._args[i])
+        node = nodes[i % len(nodes)]
+        self._nodes[i:i + 1] = [node]
+        return _lease(self._ray, node, self._args[i])
 
     def call(self, method: str, *args: Any) -> list[Any]:
         """Every shard's answer to ``method(*args)``, in shard order."""
@@ -304,11 +310,55 @@ class ShardedRun:
 
     def close(self) -> None:
         if self.backend == "ray":
-            for s in self.shards:
-                self._ray.kill(s)
+            _release(self._ray, self.shards, self._nodes)
+            self.shards = []
         if self._folder is not None:
             self._remove_folder()
             self._folder = None
+
+
+#: Idle shard actors of this process's Ray session, per node, kept between populations: a
+#: leased one builds the next population's slice in its process, instead of a new worker
+#: process importing privgames (about a second and 150 MB each; a sweep of sharded
+#: populations, or a test of many, starts one per shard otherwise).
+_IDLE: dict[str, Any] = {"session": None, "nodes": {}}
+_IDLE_LOCK = threading.Lock()
+#: At most this many idle actors a node (the rest are killed when released).
+MAX_IDLE = 8
+
+
+def _lease(ray: Any, node: str, args: tuple) -> Any:
+    """A shard actor on ``node`` building ``make(*args)``'s slice: an idle one, or a new one
+    with a hard node affinity (no CPU reserved: a shard must start even when the run's own
+    task holds the CPUs, a sweep's unit on a 2-core machine)."""
+    context = ray.get_runtime_context()
+    session = (context.get_node_id(), context.get_job_id())  # a new Ray: a new pool
+    with _IDLE_LOCK:
+        if _IDLE["session"] != session:
+            _IDLE.update(session=session, nodes={})
+        idle = _IDLE["nodes"].get(node)
+        if idle:
+            shard = idle.pop()
+            shard.reset.remote(*args)  # an actor runs its calls in order: before any other
+            return shard
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    actor = ray.remote(num_cpus=0, max_restarts=0)(Shard)
+    where = NodeAffinitySchedulingStrategy(node, soft=False)
+    return actor.options(scheduling_strategy=where).remote(*args)
+
+
+def _release(ray: Any, shards: Sequence[Any], nodes: Sequence[str]) -> None:
+    """Shards whose population is done: emptied and kept idle for the next one (at most
+    :data:`MAX_IDLE` a node), the rest killed."""
+    with _IDLE_LOCK:
+        for shard, node in zip(shards, nodes, strict=True):
+            idle = _IDLE["nodes"].setdefault(node, [])
+            if len(idle) < MAX_IDLE:
+                shard.release.remote()
+                idle.append(shard)
+            else:
+                ray.kill(shard)
 
 
 def resolve_shards(shards: int | str, backend: str, agents: int) -> int:

@@ -90,9 +90,10 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
     converged), what was reached and how play ended (``play``: converged, stuck, cycles or
     wanders, counted over runs), and the social costs. ``reached_share``: per reference
     profile (and ``other equilibrium``, ``none``) the share of runs that reached it and its
-    binomial standard error. ``nash_gap_relative``: the largest deviation gain over the
-    deviator's own cost (what ``converged`` is judged by). Regret and the CCE gap are in the
-    learners' capped units (where the bounds hold); ``*_game_units``, in the game's own (the
+    binomial standard error. ``settled_round``: the median over the runs that settled,
+    ``settled_runs`` of the ``pooled_runs``. ``nash_gap_relative``: the largest deviation gain
+    over the deviator's own cost (what ``converged`` is judged by). Regret and the CCE gap are
+    in the learners' capped units (where the bounds hold); ``*_game_units``, in the game's own (the
     largest over runs, ``inf`` where play met an infinite cost), beside the most rounds of a
     run whose played cost was infinite (``infinite_cost_rounds``) or capped
     (``capped_rounds``). One combination: its numbers at the top level. ``opted_out``: the
@@ -129,6 +130,8 @@ def learning_summary(rows: pd.DataFrame, params: Mapping[str, Any]) -> dict:
             "leader_steps_below": value("leader_steps_below", "mean"),
             "total_over_theorem1": value("total_over_theorem1", "mean"),
             "settled_round": value("settled_round", "median"),
+            "settled_runs": int(final.loc[final["metric"] == "settled_round",
+                                          "value"].notna().sum()),
             "converged": bool(value("converged", "min") == 1.0),
             "opted_out": value("opted_out", "mean"),
             "max_average_regret_game_units": value("max_average_regret_game_units"),

@@ -106,8 +106,10 @@ ray = ensure_ray(address=sys.argv[1])
 started = time.monotonic()  # a loaded machine can miss a node's heartbeats for a moment
 while sum(node["Alive"] for node in ray.nodes()) < 2 and time.monotonic() - started < 60:
     time.sleep(0.5)
+from privgames.environments import shards
 config = LearningConfig(game="sar", agents=2049, rounds=2, backend="ray", shards=2)
-for _ in range(20):
+for run in range(20):  # 10 with new actors placed by Ray, then 10 with leased idle ones
+    shards.MAX_IDLE = 0 if run < 10 else 8
     model = LearningModel(config, 0)
     print(sorted(model.placement().values()))
     model.close()

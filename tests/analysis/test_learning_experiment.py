@@ -218,6 +218,10 @@ def test_the_summary_pools_runs_as_it_says(capsys, tmp_path):
     assert s["final_distance"] == pytest.approx(final["final_distance"].mean(), rel=1e-12)
     assert s["converged"] == bool(final["converged"].min() == 1.0)
     assert s["infinite_cost_rounds"] == int(final["infinite_cost_rounds"].max())
+    settled = final["settled_round"].dropna()  # issue 44: a median says over how many runs
+    assert s["settled_runs"] == len(settled)
+    if len(settled):
+        assert s["settled_round"] == settled.median()
 
 
 def test_eta_is_the_old_name_of_step_size(capsys, tmp_path):

@@ -1,8 +1,8 @@
 """A clean stop (issue 44): SIGINT (Ctrl-C reaches the whole process group) or SIGTERM at
 several moments of a serial run, a Ray sweep (while Ray starts and while tasks run) and a
-population sharded over Ray actors (while it plays, and while a shard writes its checkpoint). The command exits 130 or 143 with one line saying what it
-kept and how to resume, no traceback or Ray stack dump, no process of its group left and no
-temporary folder left."""
+population sharded over Ray actors (while it plays, and while a shard writes its checkpoint).
+The command exits 130 or 143 with one line saying what it kept and how to resume, no
+traceback or Ray stack dump, no process of its group left and no temporary folder left."""
 
 from __future__ import annotations
 

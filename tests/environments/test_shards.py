@@ -223,6 +223,25 @@ def test_in_process_equals_ray_at_any_shard_count(ray_session, game, learner):
     assert runs[0][0]["max_average_regret"].notna().all()
 
 
+@pytest.mark.ray
+def test_a_finished_populations_actors_serve_the_next(ray_session):
+    """A closed population's actors wait idle and build the next population's slices (no new
+    worker process a shard); the next population's numbers are a fresh one's, whatever game
+    the actors played before."""
+    first = _model(2, False, game="bas", rounds=3)
+    used = {a._actor_id for a in first.run_.shards}
+    first.run()
+    first.close()
+    second = _model(2, False, game="pricing-bayes", rounds=4)
+    assert {a._actor_id for a in second.run_.shards} == used
+    second.run()
+    leased = (second.results(), second.outcome(), second.predicted(), second.last_iterate())
+    second.close()
+    fresh = _model(2, True, game="pricing-bayes", rounds=4).run()
+    _assert_equal_runs([(fresh.results(), fresh.outcome(), fresh.predicted(),
+                         fresh.last_iterate()), leased])
+
+
 def test_the_shards_play_the_sequential_bas_game():
     """From the shards' level maps alone (``m`` integers a shard), each shard computes the
     rows' costs at every state (the later followers' replies through the other shards), the
