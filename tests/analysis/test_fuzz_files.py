@@ -20,6 +20,9 @@ from hypothesis import strategies as st
 from privgames.analysis import experiments
 from tests.analysis.test_fuzz import NAMES, answer
 
+#: Each case runs an experiment (about 45 s in all): not in the fast selection.
+pytestmark = pytest.mark.slow
+
 TINY = ["--workers", "0", "--max-work", "1e11", "--max-memory", "2G"]
 #: One population, and three rounds where a run has rounds.
 SHORT = {name: ["--set", "populations=1", *(["--set", "rounds=3"] if name != "dp-kmeans" else [])]
