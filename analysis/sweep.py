@@ -205,8 +205,8 @@ class Progress:
         self.parallel, self.ahead = 1, 0.0
         if experiment.name not in WARM:  # its first run in this process loads what it uses
             self.per_op += guard.warmup_seconds(experiment.name) / max(sum(work), 1.0)
-        if workers != 0 and todo > 1 and (workers != AUTO or (
-                cores > 1 and self.seconds_left() > start)):
+        if todo and (workers not in (0, AUTO) or (  # Ray starts even for one task
+                workers == AUTO and todo > 1 and cores > 1 and self.seconds_left() > start)):
             self.parallel = min(todo, cores if workers in (AUTO, None) else int(workers))
             self.ahead = start
         self.bar = tqdm(total=sum(work), desc=experiment.name, unit="op", unit_scale=True,

@@ -45,6 +45,9 @@ TARGETS = [
     ("bench_chain", "ray.fixed_cost_s", "<", 3.0, "Ray's fixed cost: init + cold workers (s)"),
     ("bench_chain", "cold.speedup", ">=", 1.6, "cold `bas-mse-vs-K --replications 8000`: "
      "`--workers 2` vs `--workers 0`, fresh processes"),
+    ("bench_estimates", "worst_factor", "<", 2.0,
+     "a run's first estimate against its wall time, the worst factor (every experiment at "
+     "quick scale, Ray and sharded runs)"),
     ("bench_sar", "0.ratio_to_raw", ">=", 0.5, "SAR attack kernel (weak) vs numpy's raw rate"),
     ("bench_sar", "1.ratio_to_raw", ">=", 0.5, "SAR attack kernel (strong) vs numpy's raw rate"),
     ("bench_ppsp", "ray.ray_over_vectorized", ">=", 1.0, "Ray-actor ring vs the vectorized ring"),

@@ -43,11 +43,11 @@ BACKENDS = ("vectorized", "ray")
 NOISE_BLOCK = 16384
 #: The estimator keeps the last ``n`` states of every node; above this size it is not tracked.
 MAX_WINDOW_BYTES = 256 * 2**20
-#: A step's fixed cost in node-steps (58 us beside 22 ns a node-step, measured at n = 10 and
-#: 10^5), and the set-up's cost in steps (1.4 s at n = 10^5, 20 replications), for the work
-#: estimate.
-STEP_OPS = 2600.0
-SETUP_STEPS = 20.0
+#: A step's fixed cost in node-steps, and the set-up's cost in steps, for the work estimate:
+#: fitted to ppsp-ring's runs at n = 10 (K = 500), 2 10^4 (K = 200) and 2 10^5 (K = 60, 20
+#: replications): 0.2 ms a step, 14 ns a node-step, a set-up of 23 steps.
+STEP_OPS = 14000.0
+SETUP_STEPS = 23.0
 
 EXAMPLE2_SECRETS = (25.1698, 15.3211, 69.9334, 45.7828, 98.0388, 36.6547, 44.2351, 11.1407,
                     53.7235, 100.0)

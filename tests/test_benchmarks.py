@@ -154,3 +154,14 @@ def test_shards_benchmark(quick):
         (g, k) for g in ("bas", "pricing") for k in (0, 2)}
     assert all(_finite(r["round_s"]) and (not r["shards"] or r["bytes_per_round"] > 0)
                for r in games)
+
+
+def test_estimates_benchmark(quick):
+    """Each case's estimate, wall time and their factor (the larger over the smaller)."""
+    report = quick["reports"]["bench_estimates"]
+    assert report["cases"]
+    for case in report["cases"].values():
+        assert _finite(case["estimate_s"], case["actual_s"]) and case["actual_s"] > 0
+        e, a = case["estimate_s"], case["actual_s"]
+        assert case["factor"] == pytest.approx(max(e / a, a / e), abs=0.01)
+    assert report["worst_factor"] == max(c["factor"] for c in report["cases"].values())

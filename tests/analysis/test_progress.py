@@ -83,6 +83,21 @@ def test_the_estimate_is_the_work_at_the_calibrated_rate_plus_what_ray_costs():
         assert estimate_of(e.name, {}, 2) == pytest.approx(on_two)
 
 
+@pytest.mark.parametrize("workers", [0, 1, 2, None, "auto"])
+def test_every_plan_gives_an_estimate(workers):
+    """Serial, on Ray (one task or several), and auto: a finite estimate, serial never counting
+    Ray's start-up (bas-split's quick run outlasts it serially)."""
+    seconds = estimate_of("bas-split", {}, workers)
+    assert 0 < seconds < 3600
+    if workers == 0:
+        assert seconds == pytest.approx(estimate_of("bas-split", {}, 0))
+        assert seconds < sweep.RAY_START_S + estimate_of("bas-split", {}, 0)
+    if workers == 1:  # one at a time: Ray's start-up (or a running Ray's) and the serial work
+        up = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+        start = sweep.RAY_WARM_S if up else sweep.RAY_START_S
+        assert seconds == pytest.approx(start + estimate_of("bas-split", {}, 0))
+
+
 def test_a_sharded_population_on_ray_adds_its_actors_and_exchanges():
     local = {"game": "pricing", "learner": "hedge", "agents": 3000, "rounds": 50,
              "populations": 1, "shards": 2}
