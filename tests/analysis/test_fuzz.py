@@ -279,8 +279,10 @@ def test_the_memory_guard_names_the_parameter_the_user_raised(name, raised, tmp_
     ("dp-kmeans", ["iterations=1000000"], "iterations=1000000", "lower iterations"),
     ("budget-collusion", ["queries=1000000", "method=bisection"], "queries=1000000",
      "lower queries"),
-    ("budget-noise", ["epsilon=1e-300"], "U_s=30.0 is out of range for epsilon=1e-300",
+    ("budget-noise", ["epsilon=1e-90"], "U_s=30.0 is out of range for epsilon=1e-90",
      "change epsilon"),
+    ("budget-noise", ["epsilon=1e-300"], "epsilon=1e-300 is beyond the numbers the models "
+     "compute with", "between 1e-100 and 1e+100"),
     ("learning-dynamics", ["beta_max=1e308"], "beta_max=1e+308 is out of range", "beta_max"),
 ])
 def test_a_failure_names_the_parameter_that_drives_it(name, sets, lead, names, tmp_path,
