@@ -157,7 +157,11 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
                 while pending:
                     ready, _ = ray.wait(list(pending), num_returns=1, timeout=RAY_POLL_S)
                     if tally is not None:
-                        bar.tallied(ray.get(tally.take.remote()))
+                        try:
+                            bar.tallied(ray.get(tally.take.remote()))
+                        except ray.exceptions.RayError:  # it died (killed for memory): the
+                            ray.kill(tally)  # bar moves as tasks end
+                            tally = None
                     if not ready:
                         continue
                     try:

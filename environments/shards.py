@@ -323,8 +323,9 @@ class ShardedRun:
 #: populations, or a test of many, starts one per shard otherwise).
 _IDLE: dict[str, Any] = {"session": None, "nodes": {}}
 _IDLE_LOCK = threading.Lock()
-#: At most this many idle actors a node (the rest are killed when released).
-MAX_IDLE = 8
+#: At most this many idle actors a node (the rest are killed when released): about 600 MB of
+#: idle processes.
+MAX_IDLE = 4
 
 
 def _lease(ray: Any, node: str, args: tuple) -> Any:

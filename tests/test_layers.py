@@ -50,7 +50,7 @@ def test_a_game_lives_in_one_package():
     from privgames.analysis.experiments import GAMES
 
     machinery = {"privgames.environments.config", "privgames.environments.streams",
-                 "privgames.environments.ray_session"}
+                 "privgames.environments.ray_session", "privgames.environments.progress"}
     shared = {p.name: sorted(m for m in _modules(p) if m.startswith(
         ("privgames.environments", "privgames.mechanisms")) and m not in machinery
         or m.split(".")[2:3] and m.split(".")[2] in GAMES)

@@ -42,11 +42,11 @@ def test_interrupted_sweep_resumes_without_loss_or_duplicates(tmp_path, monkeypa
     calls = []
     real = sweep.run_batch
 
-    def flaky(name, params, batch):
+    def flaky(name, params, batch, report=None):
         calls.append(len(batch))
         if len(calls) == 4:
             raise KeyboardInterrupt  # the sweep dies after three finished tasks
-        return real(name, params, batch)
+        return real(name, params, batch, report)
 
     monkeypatch.setattr(sweep, "run_batch", flaky)
     with pytest.raises(KeyboardInterrupt):
@@ -54,9 +54,9 @@ def test_interrupted_sweep_resumes_without_loss_or_duplicates(tmp_path, monkeypa
     assert len(list(tmp_path.glob("*.parquet"))) == 3
     resumed_calls = []
 
-    def counting(name, params, batch):
+    def counting(name, params, batch, report=None):
         resumed_calls.append(len(batch))
-        return real(name, params, batch)
+        return real(name, params, batch, report)
 
     monkeypatch.setattr(sweep, "run_batch", counting)
     resumed = rows_for(0, parts=tmp_path)
