@@ -172,10 +172,10 @@ def flatten(data: object, prefix: str = "") -> dict[str, object]:
     return {prefix[:-1]: data}
 
 
-def startup() -> dict[str, float]:
+def startup(repeats: int = 5) -> dict[str, float]:
     """``privgames list``'s start-up (with and without the example plug-in), a bad ``--set``
     value's error, and a tiny run (``budget-us-bounds``) with the default ``--workers auto``
-    against ``--workers 0``: medians of five interleaved runs each."""
+    against ``--workers 0``: medians of ``repeats`` interleaved runs each."""
     def seconds(*args: str, env: dict | None = None, status: int = 0) -> float:
         t = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "privgames.analysis", *args],
@@ -191,7 +191,7 @@ def startup() -> dict[str, float]:
                        check=True)
         with_plugin = {**os.environ, "PYTHONPATH": plugin}
         tiny = ["run", "budget-us-bounds", "--out", out]
-        for _ in range(5):
+        for _ in range(repeats):
             times["list"].append(seconds("list"))
             times["plugin"].append(seconds("list", env=with_plugin))
             times["bad"].append(seconds("run", "bas-chain", "--set", "K=1", status=2))
@@ -319,7 +319,7 @@ def main() -> None:
         print(f"wrote the mutation guard's section of {out}")
         return
     load = os.getloadavg()[0]  # other work on the machine skews every figure: say how much
-    results: dict[str, dict] = {"startup": startup()}
+    results: dict[str, dict] = {"startup": startup(1 if args.quick else 5)}
     scripts = sorted(HERE.glob("bench_*.py"))
     # --quick: two scripts at a time (smoke sizes, no record: the suite's run of every script
     # takes half as long); the record: one at a time, each alone on the machine
