@@ -40,6 +40,10 @@ MAX_TASKS = 32
 WARM: set[str] = set()
 #: How often a Ray sweep reads its tasks' reported rounds for the bar.
 RAY_POLL_S = 0.5
+#: A Ray sweep's bar counts its tasks' rounds (through a :class:`Tally` actor, about 0.5 s
+#: of a cold 2-core run) when each worker has at most one task or the run is estimated past
+#: this; otherwise it moves as tasks end.
+TALLY_AFTER_S = 30.0
 #: The bar's estimate weighs the rate measured since the tasks began against the estimated
 #: one as if that had been measured for this long.
 PRIOR_S = 5.0
@@ -149,7 +153,9 @@ def sweep(experiment: Experiment, params: Mapping[str, Any], seed: int,
             bar.began_now(COLD_WORKERS_S if cold else 0.0)
             remote = ray.remote(_run_batch_on_node).options(
                 memory=_task_memory(ray, experiment, params))
-            tally = ray.remote(Tally).options(num_cpus=0).remote() if progress else None
+            rounds_matter = len(todo) <= bar.parallel or bar.seconds_left() > TALLY_AFTER_S
+            tally = (ray.remote(Tally).options(num_cpus=0).remote() if progress and
+                     rounds_matter else None)
             pending = {remote.remote(experiment.name, dict(params), tasks[i], i, tally): i
                        for i in todo}
             nodes = set()
