@@ -59,17 +59,23 @@ SHARD_START_S = 1.0
 EXCHANGE_S = 0.002
 
 
-def seconds_per_operation(experiment: Any, params: Mapping[str, Any], work: float) -> float:
-    """Seconds of one core per operation of this run: the experiment's measured rate, with
-    each Ray-sharded population's actors' start (:data:`SHARD_START_S`) and its driver's
-    exchanges with them (:data:`EXCHANGE_S` each) spread over the run's ``work``."""
+def seconds_per_operation(experiment: Any, params: Mapping[str, Any]) -> float:
+    """Seconds per operation of this run, one population at a time: the experiment's measured
+    rate; a Ray-sharded population's work spread over its shards (at most one a core), beside
+    its actors' start (:data:`SHARD_START_S`) and its driver's exchanges with them
+    (:data:`EXCHANGE_S` each)."""
     per_op = cpu_seconds(experiment.name, 1.0)
-    extra = 0.0
+    seconds = work = 0.0
     for point in experiment.points(params):
-        fp = footprint_of(experiment.config(params, point))
+        config = experiment.config(params, point)
+        fp = footprint_of(config)
+        side_by_side = 1
         if fp.exchanges:
-            extra += SHARD_START_S + fp.exchanges * EXCHANGE_S
-    return per_op + (extra * int(params["populations"]) / work if work > 0 else 0.0)
+            side_by_side = min(shard_count(config), os.cpu_count() or 1)
+            seconds += SHARD_START_S + fp.exchanges * EXCHANGE_S
+        seconds += fp.work * per_op / side_by_side
+        work += fp.work
+    return seconds / work if work > 0 else per_op
 
 
 def warmup_seconds(name: str) -> float:
@@ -248,8 +254,13 @@ def population_bytes(config: Any) -> float:
     fp = footprint_of(config)
     if getattr(config, "backend", None) != "ray":
         return fp.peak_bytes
+    return fp.peak_bytes * shard_count(config)
+
+
+def shard_count(config: Any) -> int:
+    """A Ray-backed population's shards (``auto``: as many as this machine's cores)."""
     shards = getattr(config, "segments", None) or getattr(config, "shards", 1)
-    return fp.peak_bytes * (shards if isinstance(shards, int) else os.cpu_count() or 1)
+    return shards if isinstance(shards, int) else os.cpu_count() or 1
 
 
 def killed_for_memory(experiment: Any, params: Mapping[str, Any]) -> ConfigError:

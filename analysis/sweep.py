@@ -206,7 +206,7 @@ class Progress:
                  workers: int | str | None) -> None:
         self.work = list(work)
         self.credit = [w if i in done else 0.0 for i, w in enumerate(work)]
-        self.per_op = guard.seconds_per_operation(experiment, params, sum(work))
+        self.per_op = guard.seconds_per_operation(experiment, params)
         self.began: tuple[float, float] | None = None  # (clock, work done) as tasks began
         # the plan: serial, or side by side on Ray after its start-up (auto: as it would choose)
         todo, cores = len(work) - len(done), os.cpu_count() or 1
