@@ -56,7 +56,7 @@ BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]
 AUTO = "auto"
 RAY_START_S = 4.0
 RAY_WARM_S = 0.3
-#: The part of :data:`RAY_START_S` after ``ray.init`` returns: the first tasks' workers
+#: The part of :data:`RAY_START_S` after ``ray.init`` returns, the first tasks' workers
 #: importing privgames (0.7 s of a core each).
 COLD_WORKERS_S = 2.0
 

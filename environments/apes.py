@@ -43,7 +43,7 @@ FRAMEWORKS = ("non-private", "ldp-min", "pldp", "unis", "apes", "s-apes")
 UNSHUFFLED = ("non-private", "ldp-min", "pldp")
 SPARSIFY = ("post", "random")
 CLASSES = 10
-#: The local budgets' range of validity: below ``MIN_BUDGET`` eq (1)'s closed form (the
+#: The local budgets' range of validity. Below ``MIN_BUDGET`` eq (1)'s closed form (the
 #: analyzer's calibration) cancels, its relative error passing 1e-8 (5e-6 at 0.001, against
 #: 50-digit arithmetic; Table 2's budgets are >= 0.05); above ``MAX_BUDGET`` the amplification
 #: bounds' ``e^eps`` overflows (at 709).

@@ -43,9 +43,9 @@ BACKENDS = ("vectorized", "ray")
 NOISE_BLOCK = 16384
 #: The estimator keeps the last ``n`` states of every node; above this size it is not tracked.
 MAX_WINDOW_BYTES = 256 * 2**20
-#: A step's fixed cost in node-steps, and the set-up's cost in steps, for the work estimate:
+#: A step's fixed cost in node-steps, and the set-up's cost in steps, for the work estimate,
 #: fitted to ppsp-ring's runs at n = 10 (K = 500), 2 10^4 (K = 200) and 2 10^5 (K = 60, 20
-#: replications): 0.2 ms a step, 14 ns a node-step, a set-up of 23 steps.
+#: replications), 0.2 ms a step, 14 ns a node-step, a set-up of 23 steps.
 STEP_OPS = 14000.0
 SETUP_STEPS = 23.0
 

@@ -317,14 +317,14 @@ class ShardedRun:
             self._folder = None
 
 
-#: Idle shard actors of this process's Ray session, per node, kept between populations: a
+#: Idle shard actors of this process's Ray session, per node, kept between populations; a
 #: leased one builds the next population's slice in its process, instead of a new worker
 #: process importing privgames (about a second and 150 MB each; a sweep of sharded
 #: populations, or a test of many, starts one per shard otherwise).
 _IDLE: dict[str, Any] = {"session": None, "nodes": {}}
 _IDLE_LOCK = threading.Lock()
-#: At most this many idle actors a node (the rest are killed when released): about 600 MB of
-#: idle processes.
+#: At most this many idle actors a node, about 600 MB of idle processes; the rest are killed
+#: when released.
 MAX_IDLE = 4
 
 

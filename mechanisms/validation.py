@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # imported by check_grid: ``privgames list`` and a bad --set 
     import numpy as np
 
 
-#: A real parameter's largest size, and the inverse its smallest but 0: the models square
+#: A real parameter's largest size, and the inverse its smallest but 0. The models square
 #: and multiply parameters and their reciprocals, and float64 overflows past 1.8e308 (a game's
 #: constant at 1.8e308 made a Mesa reporter's root finder stop on NaN).
 MAGNITUDE = 1e100
