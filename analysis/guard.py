@@ -242,8 +242,10 @@ def work_driver(experiment: Any, params: Mapping[str, Any]) -> str:
             return abs(float(value))
         return None
 
-    raised = {name: size(value) / size(defaults[name]) for name, value in params.items()
-              if size(value) is not None and name in defaults and size(defaults[name])}
+    pairs = {name: (size(value), size(defaults[name])) for name, value in params.items()
+             if name in defaults}
+    raised = {name: given / default for name, (given, default) in pairs.items()
+              if given is not None and default}
     name = max(raised, key=raised.get, default="populations")
     return name if raised.get(name, 0.0) > 1.0 else "populations"
 
