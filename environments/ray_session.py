@@ -103,13 +103,20 @@ def _short_temp_root() -> str | None:
     return root if len(root) <= 20 or not os.access("/tmp", os.W_OK) else "/tmp"
 
 
+#: Ray's switch, read when the driver's C++ core is made, that leaves out its failure handler.
+FAILURE_HANDLER_SWITCH = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
+
+
 @contextmanager
 def _own_signal_handlers() -> Iterator[None]:
     """Keep the driver's SIGINT and SIGTERM handlers through ``ray.init``: Ray installs its
     own (its SIGTERM handler exits with status 15 during ``ray.init`` and with a C++ stack
     dump, status 134, after), so while it starts, ``signal.signal`` leaves those two signals
     alone (every other signal passes through). Ctrl-C and SIGTERM then stop a run as privgames
-    does at any moment (``cli.main``: one line, status 130 or 143, the local Ray torn down)."""
+    does at any moment (``cli.main``: one line, status 130 or 143, the local Ray torn down).
+    Ray's C++ core also installs a failure handler for SIGTERM while it connects (a stack dump
+    and status -6, or the signal lost, during the last half second of ``ray.init``): the
+    driver's core is made without it (:data:`FAILURE_HANDLER_SWITCH`; its workers keep it)."""
     import signal
     import threading
 
@@ -123,10 +130,20 @@ def _own_signal_handlers() -> Iterator[None]:
             return signal.getsignal(signum)
         return install(signum, handler)
 
+    from ray._private import ray_constants
+
     signal.signal = keep_ours
+    failure_handler = getattr(ray_constants, FAILURE_HANDLER_SWITCH, None)
+    if failure_handler is None:
+        _announce(f"ray_constants.{FAILURE_HANDLER_SWITCH}", "a signal at the end of its "
+                  "start may stop the driver with a stack dump")
+    else:
+        setattr(ray_constants, FAILURE_HANDLER_SWITCH, True)
     try:
         yield
     finally:
+        if failure_handler is not None:
+            setattr(ray_constants, FAILURE_HANDLER_SWITCH, failure_handler)
         signal.signal = install
         for signum in (signal.SIGINT, signal.SIGTERM):  # Ray's C++ core sets its own with
             install(signum, signal.getsignal(signum))  # sigaction: Python's again, in the OS
@@ -205,9 +222,10 @@ def _forget_local_ray(temp_dir: str | None) -> None:
         _SESSION_TOKEN[0] = False
 
 
-def _announce(what: str) -> None:
-    warnings.warn(f"privgames: this Ray has no {what}; the local Ray starts as Ray's default "
-                  "does (slower). tests/analysis/test_ray_internals.py names what moved",
+def _announce(what: str, so: str = "the local Ray starts as Ray's default does (slower)"
+              ) -> None:
+    warnings.warn(f"privgames: this Ray has no {what}; {so}. "
+                  "tests/analysis/test_ray_internals.py names what moved",
                   RuntimeWarning, stacklevel=3)
 
 
@@ -223,7 +241,13 @@ def _lean_local_start() -> Iterator[None]:
       node with ``log_to_driver=False`` does not use, which start on the same 2 cores as the
       raylet's agents and workers. Ray's own ``no_monitor`` and ``include_log_monitor``
       parameters, which ``ray.init`` does not expose, are set on the head node's parameters
-      by a wrapper of ``Node.__init__``. Measured: ``ray.init`` 3.05-3.14 s -> 2.06-2.97 s.
+      by a wrapper of ``Node.__init__``. Measured: ``ray.init`` 3.05-3.14 s -> 2.06-2.97 s;
+    * Ray's processes (the GCS, the raylet and, below it, the workers) in a session of their
+      own (``services.ConsolePopen`` with ``start_new_session``): Ctrl-C, or a SIGTERM sent to
+      the driver's process group, reaches the driver alone, which stops them itself
+      (:func:`_shutdown_at_once`; the watchdog if it is killed). In the driver's group, a
+      signal killed the GCS while ``ray.init`` or a first call waited on it: the driver then
+      waited 10-30 s for it, or Ray's client exited with status 1.
 
     A Ray that names any of these otherwise gets a warning and its default start; the tests of
     ``test_ray_internals.py`` fail on it, so an upgrade cannot drop them silently."""
@@ -252,9 +276,21 @@ def _lean_local_start() -> Iterator[None]:
             node_init(self, ray_params, *args, **kwargs)
 
         node.Node.__init__ = lean
+    popen = getattr(services, "ConsolePopen", None)
+    if popen is None:
+        _announce("services.ConsolePopen", "Ctrl-C also stops the local Ray's processes, and "
+                  "a stop while Ray starts may wait for them")
+    else:
+        class OwnSession(popen):
+            def __init__(self, *args, **kwargs) -> None:
+                super().__init__(*args, **{**kwargs, "start_new_session": True})
+
+        services.ConsolePopen = OwnSession
     try:
         yield
     finally:
+        if popen is not None:
+            services.ConsolePopen = popen
         node.Node.__init__ = node_init
         if api_server is not None:
             services.start_api_server = api_server

@@ -35,6 +35,15 @@ def test_the_head_node_takes_the_monitor_switches():
     assert parameters(node.Node.__init__)[:3] == ["self", "ray_params", "head"]
 
 
+def test_ray_starts_its_processes_with_console_popen_and_reads_the_failure_handler_switch():
+    import ray._private.services as services
+    from ray._private import ray_constants
+
+    assert issubclass(services.ConsolePopen, subprocess.Popen)
+    assert "ConsolePopen(" in inspect.getsource(services.start_ray_process)
+    assert isinstance(getattr(ray_constants, ray_session.FAILURE_HANDLER_SWITCH), bool)
+
+
 def test_the_exit_hook_s_internals_are_where_it_looks():
     import ray._private.node as node
     import ray._private.worker as worker
@@ -48,13 +57,19 @@ def test_the_exit_hook_s_internals_are_where_it_looks():
 @pytest.mark.ray
 def test_the_patches_are_undone_and_nothing_warns_on_this_ray():
     """In a fresh process: a local Ray starts with warnings as errors, and afterwards Ray's own
-    functions are back in place."""
+    functions and switches are back in place; its processes (the GCS, the raylet) are in a
+    session of their own."""
     code = ("import warnings; warnings.simplefilter('error')\n"
             "import ray._private.node as n, ray._private.services as s\n"
-            "init, start = n.Node.__init__, s.start_api_server\n"
+            "from ray._private import ray_constants as c\n"
+            "init, start, popen = n.Node.__init__, s.start_api_server, s.ConsolePopen\n"
             "from privgames.environments.ray_session import ensure_ray\n"
             "ensure_ray(1)\n"
             "assert n.Node.__init__ is init and s.start_api_server is start\n"
+            "assert s.ConsolePopen is popen and c.RAY_DISABLE_FAILURE_SIGNAL_HANDLER is False\n"
+            "import os; from privgames.environments.ray_reaper import children, is_ray\n"
+            "kids = [p for p in children().get(os.getpid(), []) if is_ray(p)]\n"
+            "assert len(kids) >= 2 and all(os.getsid(p) != os.getsid(0) for p in kids), kids\n"
             "print('ok')\n")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

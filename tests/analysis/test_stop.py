@@ -1,8 +1,10 @@
 """A clean stop (issue 44): SIGINT (Ctrl-C reaches the whole process group) or SIGTERM at
-several moments of a serial run, a Ray sweep (while Ray starts and while tasks run) and a
+several moments of a serial run, a Ray sweep (at three moments while Ray starts, and while
+tasks run) and a
 population sharded over Ray actors (while it plays, and while a shard writes its checkpoint).
 The command exits 130 or 143 with one line saying what it kept and how to resume, no
-traceback or Ray stack dump, no process of its group left and no temporary folder left."""
+traceback or Ray stack dump, no process of its group or of its local Ray left and no
+temporary folder left."""
 
 from __future__ import annotations
 
@@ -33,17 +35,35 @@ def _group(pgid: int) -> list[str]:
     return [line for line in out.stdout.splitlines() if line.split()[0] == str(pgid)]
 
 
+def _ray_of(temp: Path) -> list[int]:
+    """The processes of a local Ray whose folder is below ``temp``: each inherits
+    ``PRIVGAMES_SCRATCH`` naming its folder."""
+    mark = f"PRIVGAMES_SCRATCH={temp}/".encode()
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if any(v.startswith(mark) for v in f.read().split(b"\0")):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.parametrize("args,sig,delay", [
     (SWEEP + ["--workers", "0"], signal.SIGINT, 2.5),
     (SWEEP + ["--workers", "0"], signal.SIGTERM, 4.0),
-    (SWEEP + ["--workers", "2"], signal.SIGTERM, 2.0),  # while Ray starts
+    (SWEEP + ["--workers", "2"], signal.SIGTERM, 1.6),  # while Ray starts,
+    (SWEEP + ["--workers", "2"], signal.SIGTERM, 2.2),  # at three moments of its start
+    (SWEEP + ["--workers", "2"], signal.SIGINT, 2.8),
     (SWEEP + ["--workers", "2"], signal.SIGINT, 3.0),
     (SWEEP + ["--workers", "2"], signal.SIGTERM, 8.0),  # while its tasks run
     (SHARDED, signal.SIGTERM, 10.0),
     (SHARDED + ["--set", "checkpoint_every=1"], signal.SIGINT, "checkpoint"),
-], ids=["serial-int", "serial-term", "ray-start-term", "ray-int", "ray-term", "shards-term",
+], ids=["serial-int", "serial-term", "ray-start-term", "ray-start-later-term",
+        "ray-start-end-int", "ray-int", "ray-term", "shards-term",
         "shards-checkpoint-int"])
 def test_a_signal_stops_a_run_cleanly(tmp_path, args, sig, delay):
     temp = Path(tempfile.mkdtemp(dir="/tmp", prefix="stop"))  # short: Ray's sockets live there
@@ -77,9 +97,10 @@ def test_a_signal_stops_a_run_cleanly(tmp_path, args, sig, delay):
         assert noise not in text, text[-2000:]
     assert stdout == b""
     deadline = time.monotonic() + 15
-    while _group(process.pid) and time.monotonic() < deadline:
+    while (_group(process.pid) or _ray_of(temp)) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _group(process.pid) == []
+    assert _ray_of(temp) == []  # the local Ray's processes, in a session of their own
     assert not list(temp.glob("privgames-ray-*"))
     assert not list(temp.iterdir()), list(temp.iterdir())  # nothing else was left there
     temp.rmdir()
