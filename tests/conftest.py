@@ -53,9 +53,37 @@ def browser():
         b.close()
 
 
+#: Markers of the tests that need the machine to themselves: they start Ray, a two-node cluster
+#: or a browser and its server, and use both cores.
+ALONE_MARKERS = {"ray", "cluster", "browser"}
+#: Modules whose tests also need it: they send signals to process groups, kill processes, count
+#: processes or memory, time queries under hard limits, or fork two test runs at a time.
+ALONE_MODULES = {"test_stop.py", "test_faults.py", "test_memory.py", "test_page_attacks.py",
+                 "test_mutation_guard.py", "test_benchmarks.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
     """Every test that uses the Ray session carries the ``ray`` marker, so ``-m "not ray"``
-    never starts Ray (tests that start their own Ray in a subprocess are marked by hand)."""
+    never starts Ray (tests that start their own Ray in a subprocess are marked by hand).
+
+    Under pytest-xdist (the README's ``-n auto --dist loadgroup``), the tests that need the
+    machine alone run one after another on one worker, and every other module runs whole on
+    a worker (its module fixtures made once) beside them."""
     for item in items:
         if "ray_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.ray)
+        alone = (ALONE_MARKERS & {m.name for m in item.iter_markers()}
+                 or item.path.name in ALONE_MODULES)
+        group = "machine" if alone else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+        if config.getvalue("loadgroup") and "@" not in item.nodeid:
+            _in_group(item, group)
+
+
+def _in_group(item: pytest.Item, group: str) -> None:
+    """Give ``item`` the ``@group`` suffix that xdist's scheduler reads off its id: xdist 3.8
+    sets ``item._nodeid``, which pytest 9.2 no longer reads (its id is ``item._id``)."""
+    from _pytest.nodes import coerce_node_id
+
+    item._id = coerce_node_id(f"{item.nodeid}@{group}")

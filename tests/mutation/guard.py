@@ -78,9 +78,10 @@ def apply(mutant: Mutant, package: Path) -> None:
 
 
 #: pytest plugins a mutant's tests do without (hypothesis' alone is 1.7 s of a 4.6 s start, and
-#: a run per mutant pays it; a test that needed one fails on the unmutated copy too).
+#: a run per mutant pays it; a test that needed one fails on the unmutated copy too), and no
+#: xdist workers (the guard runs two mutants at a time itself).
 QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio", "-p",
-         "no:benchmark")
+         "no:benchmark", "-n", "0")
 
 
 #: What the tests import, imported once by the guard before it forks (never privgames).
