@@ -77,7 +77,7 @@ def pytest_collection_modifyitems(config, items):
                  or item.path.name in ALONE_MODULES)
         group = "machine" if alone else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
-        if config.getvalue("loadgroup") and "@" not in item.nodeid:
+        if config.getoption("loadgroup", False) and "@" not in item.nodeid:
             _in_group(item, group)
 
 

@@ -158,7 +158,7 @@ def test_the_embedded_ray_starts_no_monitors():
             "from privgames.environments.ray_session import ensure_ray\n"
             "ensure_ray(2)\n"
             "pids = ','.join(map(str, descendants(os.getpid())))\n"
-            "print(subprocess.run(['ps', '-o', 'cmd=', '-p', pids], capture_output=True,"
+            "print(subprocess.run(['ps', '-ww', '-o', 'cmd=', '-p', pids], capture_output=True,"
             " text=True).stdout)\n")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     started = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
