@@ -537,16 +537,39 @@ class PricingSlice(GameSlice):
 
     def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
         """Each client's expected cost of each candidate from the totals: eq (5) and the
-        expected penalty."""
+        expected penalty. Where the actions and candidates are the grid's levels (a round's,
+        always), a client's rest of the aggregate is one of the grid's few: its accuracy
+        factors come from a table (:func:`~privgames.mechanisms.pricing_kernels.grid_costs`,
+        the same bits as eq 5 evaluated per cell, at a fifth of its time)."""
         cand = self.grid[None, :] if candidates is None else candidates
-        rest = pricing.rest_from_total(pricing.aggregate_parts(v, self.c.aggregation),
-                                       totals["parts"], int(round(totals["inf_parts"])))[:, None]
+        infinite = int(round(totals["inf_parts"]))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            own = pricing.own_cost(cand, rest, self.alpha[:, None], *GAME, self.c.aggregation,
-                                   self.beta[:, None], self.n)
             sq = np.where(np.isfinite(v), v * v, 0.0)
             others = np.fmax(self.beta * (totals["sq"] - sq) / self.n**2, 0.0)
-        return own + others[:, None]
+            action = self._levels(v)
+            own = (candidates is not None and candidates.shape == (v.size, 1)
+                   and action is not None and np.array_equal(candidates[:, 0], v))
+            columns = action[:, None] if own else self._levels(cand)
+            if action is not None and columns is not None:
+                from privgames.mechanisms.pricing_kernels import accuracy_table, grid_costs
+
+                kappa, L_F, c, S = GAME
+                rests = pricing.rest_from_total(
+                    pricing.aggregate_parts(self.grid, self.c.aggregation), totals["parts"],
+                    infinite)
+                d, e = accuracy_table(self.grid, rests, L_F, self.mle, self.n)
+                return grid_costs(action, columns, self.grid, d, e, self.alpha, self.beta,
+                                  others, kappa, c, S, self.n)
+            rest = pricing.rest_from_total(pricing.aggregate_parts(v, self.c.aggregation),
+                                           totals["parts"], infinite)[:, None]
+            cost = pricing.own_cost(cand, rest, self.alpha[:, None], *GAME,
+                                    self.c.aggregation, self.beta[:, None], self.n)
+        return cost + others[:, None]
+
+    def _levels(self, values: NDArray) -> NDArray | None:
+        """The grid indices of ``values`` (same shape), or None if one is off the grid."""
+        index = np.minimum(np.searchsorted(self.grid, values), self.grid.size - 1)
+        return index if np.array_equal(self.grid[index], values) else None
 
     def _realized(self, v: NDArray, noise: NDArray, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:

@@ -60,6 +60,61 @@ costs = vectorize(["float64(float64, float64, float64, float64, float64, float64
 _cost_at = njit(**_JIT)(_cost)
 
 
+
+@njit(**_JIT)
+def accuracy_table(levels: np.ndarray, rests: np.ndarray, L_F: float, mle: bool,
+                   n: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_cost`'s accuracy factors for a client whose rest of the aggregate is
+    ``rests[a]`` choosing ``levels[j]``: ``Delta`` and ``1 + Delta / (2 L_F)``, ``(a, j)``."""
+    d = np.empty((rests.size, levels.size))
+    e = np.empty((rests.size, levels.size))
+    for a in range(rests.size):
+        for j in range(levels.size):
+            x = _error_scale_at(levels[j], rests[a], mle, n)
+            d[a, j] = x
+            e[a, j] = 1.0 + x / (2.0 * L_F)
+    return d, e
+
+
+@njit(**_JIT)
+def grid_costs(action: np.ndarray, columns: np.ndarray, levels: np.ndarray, d: np.ndarray,
+               e: np.ndarray, alpha: np.ndarray, beta: np.ndarray, others: np.ndarray,
+               kappa: float, c: float, S: float, n: int) -> np.ndarray:
+    """:func:`_cost` plus ``others[i]`` for client ``i`` of each candidate ``levels[columns[i,
+    k]]`` (``columns`` of one row: the same for every client), its rest of the aggregate the
+    one of its current level ``levels[action[i]]`` (:func:`accuracy_table`'s row). Every
+    client's rest takes one of the grid's few values, so ``Delta`` comes from the table: one
+    pass, the same operations in the same order as :func:`_cost` (the same bits)."""
+    rows, k = action.size, columns.shape[1]
+    shared = columns.shape[0] == 1
+    whole = shared and k == levels.size  # every level in order: contiguous rows of the table
+    for m in range(k if whole else 0):
+        whole = whole and columns[0, m] == m
+    q = ((n - 1) / n) ** 2
+    squares = levels * levels
+    out = np.empty((rows, k))
+    for i in range(rows):
+        a = action[i]
+        accuracy = (1.0 - alpha[i]) * kappa
+        privacy = alpha[i] * c * S
+        penalty = beta[i] * q
+        if whole:  # a loop the compiler vectorizes
+            da, ea, o = d[a], e[a], out[i]
+            for j in range(k):
+                p = privacy / levels[j]
+                b = penalty * squares[j]
+                o[j] = (accuracy * da[j] * ea[j] + (p if p > 0.0 else 0.0)
+                        + (b if b > 0.0 else 0.0)) + others[i]
+            continue
+        row = columns[0] if shared else columns[i]
+        for m in range(k):
+            j = row[m]
+            p = privacy / levels[j]
+            b = penalty * squares[j]
+            out[i, m] = (accuracy * d[a, j] * e[a, j] + (p if p > 0.0 else 0.0)
+                         + (b if b > 0.0 else 0.0)) + others[i]
+    return out
+
 def _damped(sigma: float, target: float, smallest: float, damping: float) -> float:
     """Move ``damping`` of the way from ``sigma`` to ``target`` in precision ``1/sigma``; a
     target of opting out is reached once the precision is below ``1e-6`` of the largest

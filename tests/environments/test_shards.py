@@ -83,6 +83,28 @@ def test_the_shards_play_the_pricing_game(aggregation):
         pricing.social_cost(reference, alpha, 1, 1, 1, 1, aggregation), rel=1e-9)
 
 
+
+@pytest.mark.parametrize("aggregation,prices", [("mle", False), ("mle", True), ("mean", True)])
+def test_pricing_costs_from_the_table_are_eq5_per_cell_to_the_bit(aggregation, prices,
+                                                                   monkeypatch):
+    """A round's costs come from a table over (current level, candidate)
+    (``pricing_kernels.grid_costs``): equal, bit for bit, to eq (5) and the expected penalty
+    evaluated cell by cell from each client's own rest of the aggregate (``pricing.own_cost``,
+    the best responses' formula), for every candidate, the own level and a part of the grid;
+    with prices under MLE opting out is infinitely penalised, in both."""
+    model = _model(1, True, aggregation=aggregation, pricing=prices, rounds=3).run()
+    game = model.run_.shards[0].slice
+    v, totals = game.values, game._totals
+    sub = np.broadcast_to(game.grid[2:7], (v.size, 5))
+    table = [game._costs(v, totals), game._costs(v, totals, v[:, None]),
+             game._costs(v, totals, sub)]
+    monkeypatch.setattr(game, "_levels", lambda values: None)
+    per_cell = [game._costs(v, totals), game._costs(v, totals, v[:, None]),
+                game._costs(v, totals, sub)]
+    for a, b in zip(table, per_cell, strict=True):
+        assert np.array_equal(a, b, equal_nan=True)
+    assert np.isinf(table[0]).any() == (prices and aggregation == "mle")
+
 def test_the_shards_play_the_ppsp_game():
     """A node's cost of every grid action is Theorem 4's weighted cost with the others'
     largest and smallest ``c`` of the deviated profile (``ppsp.tradeoff_cost``); the
