@@ -539,17 +539,18 @@ class PricingSlice(GameSlice):
         """Each client's expected cost of each candidate from the totals: eq (5) and the
         expected penalty. Where the actions and candidates are the grid's levels (a round's,
         always), a client's rest of the aggregate is one of the grid's few: its accuracy
-        factors come from a table (:func:`~privgames.mechanisms.pricing_kernels.grid_costs`,
-        the same bits as eq 5 evaluated per cell, at a fifth of its time)."""
+        factors come from a table (:func:`~privgames.mechanisms.pricing_kernels.grid_costs`:
+        the same bits as eq 5 evaluated per cell; 0.09 s against 0.22 s a round at 10^6
+        clients)."""
         cand = self.grid[None, :] if candidates is None else candidates
         infinite = int(round(totals["inf_parts"]))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             sq = np.where(np.isfinite(v), v * v, 0.0)
             others = np.fmax(self.beta * (totals["sq"] - sq) / self.n**2, 0.0)
             action = self._levels(v)
-            own = (candidates is not None and candidates.shape == (v.size, 1)
-                   and action is not None and np.array_equal(candidates[:, 0], v))
-            columns = action[:, None] if own else self._levels(cand)
+            own_level = (candidates is not None and candidates.shape == (v.size, 1)
+                         and action is not None and np.array_equal(candidates[:, 0], v))
+            columns = action[:, None] if own_level else self._levels(cand)
             if action is not None and columns is not None:
                 from privgames.mechanisms.pricing_kernels import accuracy_table, grid_costs
 

@@ -60,7 +60,6 @@ costs = vectorize(["float64(float64, float64, float64, float64, float64, float64
 _cost_at = njit(**_JIT)(_cost)
 
 
-
 @njit(**_JIT)
 def accuracy_table(levels: np.ndarray, rests: np.ndarray, L_F: float, mle: bool,
                    n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -114,6 +113,7 @@ def grid_costs(action: np.ndarray, columns: np.ndarray, levels: np.ndarray, d: n
             out[i, m] = (accuracy * d[a, j] * e[a, j] + (p if p > 0.0 else 0.0)
                          + (b if b > 0.0 else 0.0)) + others[i]
     return out
+
 
 def _damped(sigma: float, target: float, smallest: float, damping: float) -> float:
     """Move ``damping`` of the way from ``sigma`` to ``target`` in precision ``1/sigma``; a
