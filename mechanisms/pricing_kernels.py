@@ -100,19 +100,24 @@ def grid_costs(action: np.ndarray, columns: np.ndarray, levels: np.ndarray, d: n
         if whole:  # a loop the compiler vectorizes
             da, ea, o = d[a], e[a], out[i]
             for j in range(k):
-                p = privacy / levels[j]
-                b = penalty * squares[j]
-                o[j] = (accuracy * da[j] * ea[j] + (p if p > 0.0 else 0.0)
-                        + (b if b > 0.0 else 0.0)) + others[i]
+                o[j] = _cell(accuracy, da[j], ea[j], privacy, penalty, levels[j], squares[j],
+                             others[i])
             continue
         row = columns[0] if shared else columns[i]
         for m in range(k):
             j = row[m]
-            p = privacy / levels[j]
-            b = penalty * squares[j]
-            out[i, m] = (accuracy * d[a, j] * e[a, j] + (p if p > 0.0 else 0.0)
-                         + (b if b > 0.0 else 0.0)) + others[i]
+            out[i, m] = _cell(accuracy, d[a, j], e[a, j], privacy, penalty, levels[j],
+                              squares[j], others[i])
     return out
+
+
+@njit(inline="always", **_JIT)
+def _cell(accuracy: float, d: float, e: float, privacy: float, penalty: float, level: float,
+          square: float, other: float) -> float:
+    """:func:`grid_costs`' one cell: :func:`_cost`'s terms in its order, plus ``other``."""
+    p = privacy / level
+    b = penalty * square
+    return (accuracy * d * e + (p if p > 0.0 else 0.0) + (b if b > 0.0 else 0.0)) + other
 
 
 def _damped(sigma: float, target: float, smallest: float, damping: float) -> float:
