@@ -281,6 +281,41 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated`, and a stop is never lost: a signal's exception
+    raised inside a callback from C (numba's compiler calls Python through ctypes while it
+    caches, in the first seconds of a command) is printed as "ignored" and dropped there, so
+    the hook for such exceptions has the signal delivered again, from a thread once the
+    callback has returned (in the hook itself it would be dropped again), to be raised in the
+    next Python code that can raise it. Previous handler and hook restored after."""
+    import _thread
+    import signal
+    import threading
+    import time
+
+    def again(signum: int) -> None:
+        time.sleep(0.05)
+        _thread.interrupt_main(signum)
+
+    def redeliver(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            terminated = isinstance(unraisable.exc_value, Terminated)
+            signum = signal.SIGTERM if terminated else signal.SIGINT
+            threading.Thread(target=again, args=(signum,), daemon=True).start()
+        else:
+            previous_hook(unraisable)
+
+    _TERMINATED[0] = False
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, redeliver
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _stopped(args: argparse.Namespace | None, err: KeyboardInterrupt) -> int:
     """One line saying what a stopped run kept and how to resume it; the exit status."""
     terminated = isinstance(err, Terminated) or _TERMINATED[0]
@@ -305,18 +340,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status. A deprecated name (a ``FutureWarning``) is said
     once, on one line, after a run that went through (a refusal stays one line). SIGTERM
     stops a run as Ctrl-C does, with status 143 (in the main thread, where Python takes
-    signals; the previous handler is restored after)."""
-    import signal
+    signals: :func:`_stop_signals`)."""
     import threading
 
-    main_thread = threading.current_thread() is threading.main_thread()
-    _TERMINATED[0] = False
-    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
-    try:
+    if threading.current_thread() is not threading.main_thread():
         return _warned(argv)
-    finally:
-        if main_thread and previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    with _stop_signals():
+        return _warned(argv)
 
 
 def command() -> None:
