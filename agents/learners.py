@@ -289,6 +289,16 @@ def _softmin_into(cumulative: NDArray, eta: float, p: NDArray) -> NDArray:
 
 
 @compiled
+def _importance_weighted(estimates: NDArray, played: NDArray, costs: NDArray,
+                         p: NDArray) -> None:
+    """EXP3's estimates: each row's played action gains its cost over its probability (one
+    compiled pass over the rows)."""
+    for i in range(played.size):
+        a = played[i]
+        estimates[i, a] += costs[i] / p[i, a]
+
+
+@compiled
 def _draw(p: NDArray, u: NDArray) -> NDArray:
     """Each row's action index drawn with its uniform ``u``: the number of actions whose
     cumulative probability is below ``u`` (the last action at most)."""
@@ -398,8 +408,7 @@ class EXP3(GridLearner):
         return np.argmin(self.estimates, axis=1)
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
-        played = np.arange(self.agents), self.last
-        self.estimates[played] += costs / self.drawn_from[played]
+        _importance_weighted(self.estimates, self.last, costs, self.drawn_from)
 
     def regret_bound(self, T: int) -> float | None:
         """``ln m / eta + eta m T / 2``: EXP3's expected-regret bound with a fixed step, at

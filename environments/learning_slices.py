@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
 from privgames.agents.learners import SPSA, make_grid_learner, start_actions
@@ -65,7 +66,7 @@ from privgames.mechanisms.bas_sequential import (
     apply_map,
     backward_induction,
     chain_costs,
-    chain_parts,
+    chain_tables,
     compose,
     follower_maps,
     identity_map,
@@ -964,7 +965,7 @@ class BASSequentialSlice(GameSlice):
         super().__init__(config, seed, start, stop, start_run)
         self.beta = config.beta_max * self.type_stream.uniform()
         self.partner = int(generator(child(seed, COMMON, 2)).integers(1, self.n))
-        self._cached: tuple = (None, None, None)
+        self._cached: dict = {}
 
     # --- the chain's order, grid and Theorem 1 --------------------------------------------------
     def type_partials(self, totals: dict) -> Partials:
@@ -995,6 +996,7 @@ class BASSequentialSlice(GameSlice):
         self.user = np.repeat(np.arange(self.size), self.ROWS)
         self.state = np.tile(np.arange(self.ROWS), self.size)
         self.real = (self.user + self.start > 0) | (self.state == 0)  # not the leader's mirrors
+        self.entering = np.where(self.user + self.start > 0, self.state, 0)  # the leader's: 0
         return Partials()
 
     def chain_references(self, totals: dict, after: NDArray | None) -> NDArray:
@@ -1074,28 +1076,35 @@ class BASSequentialSlice(GameSlice):
             total = int(apply_map(f, [total])[0])
         return u, after, total
 
-    def _parts(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
-        """Every row's total variance and privacy term for each grid action, ``(rows, m)``
-        each (the last profile's kept)."""
-        u, after, _ = self._around(totals)
+    def _tables(self, v: NDArray, totals: dict) -> list:
+        """Each user's total variance, privacy term and cost by the prefix it passes on,
+        ``(size, 2m - 1)`` each (:func:`chain_tables`), and places for the rows' cost table
+        and their best replies' costs; the last two profiles' kept (a round asks for its
+        actions' and its last iterate's several times)."""
+        _, after, _ = self._around(totals)
         key = (v.tobytes(), after.tobytes())
-        if self._cached[0] != key:
+        if key not in self._cached:
             rest, _ = rest_maps(self._maps(v), after)
-            m = self.ROWS
-            parts = chain_parts(rest, self.alpha, np.arange(m), self.step)
-            if self.start == 0:  # the leader receives nothing: its rows all at state 0
-                lead = chain_parts(rest[:1], self.alpha[:1], np.zeros(m, np.int64), self.step)
-                for x, y in zip(parts, lead, strict=True):
-                    x[0] = y[0]
-            self._cached = (key, *(x.reshape(-1, m) for x in parts))
-        return self._cached[1], self._cached[2]
+            total, privacy = chain_tables(rest, self.alpha, self.step)
+            self._cached = {**dict(list(self._cached.items())[-1:]),
+                            key: [total, privacy, total + privacy, None, None]}
+        return self._cached[key]
 
     def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
-        total, privacy = self._parts(v, totals)
-        if candidates is None:
-            return total + privacy
-        index = self._indices(np.asarray(candidates, dtype=float))
-        return np.take_along_axis(total + privacy, index, axis=1)
+        """A row's cost of action ``a`` is its user's cost at prefix ``state + a``; the whole
+        table (read only) is each user's windows of its prefixes, copied once a profile."""
+        tables = self._tables(v, totals)
+        if candidates is not None:
+            return tables[2][self.user[:, None],
+                             self.entering[:, None] + self._indices(np.asarray(candidates))]
+        if tables[3] is None:
+            m = self.ROWS
+            every = np.array(sliding_window_view(tables[2], m, axis=1)).reshape(self.rows, m)
+            if self.start == 0:  # the leader's rows: all at state 0
+                every[:m] = tables[2][0, :m]
+            every.flags.writeable = False
+            tables[3] = every
+        return tables[3]
 
     def _path(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
         """The rows of these users on the round's path and the level each passes on."""
@@ -1121,15 +1130,24 @@ class BASSequentialSlice(GameSlice):
     def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:
         """One release a round: the accuracy term is ``S chi^2_d / d``."""
-        total, privacy = (np.take_along_axis(x, self._indices(v)[:, None], axis=1)[:, 0]
-                          for x in self._parts(v, totals))
+        total, privacy = self._tables(v, totals)[:2]
+        at = self.user, self.entering + self._indices(v)
+        total, privacy = total[at], privacy[at]
         chi = common.chisquare(self.c.d, rows) / self.c.d
         return privacy + total * (chi if rows is None else chi[:, None])
+
+    def _every_deviation(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
+        """Every row's cost and its best reply at its state, on the path or not (the best
+        kept with the profile's tables: a measurement asks twice)."""
+        tables = self._tables(v, totals)
+        if tables[4] is None:
+            tables[4] = self._costs(v, totals).min(axis=1)
+        return self._costs(v, totals, v[:, None])[:, 0], tables[4]
 
     def _deviation(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
         """On the path: each playing row's cost and its best reply at its state (0 and 0 off
         it: its state never comes up)."""
-        own, best = super()._deviation(v, totals)
+        own, best = self._every_deviation(v, totals)
         on = np.zeros(self.rows, dtype=bool)
         on[self._path(v, totals)[0]] = True
         return np.where(on, own, 0.0), np.where(on, best, 0.0)
@@ -1154,7 +1172,7 @@ class BASSequentialSlice(GameSlice):
         steps below the top and the total over Theorem 1's."""
         out = super().measure(totals, which)
         t, m = self._named(totals, which), self._profile(which)
-        own, best = GameSlice._deviation(self, m, t)
+        own, best = self._every_deviation(m, t)
         rows, _ = self._path(m, t)
         _, _, total = self._around(t)
         top = self.ROWS - 1

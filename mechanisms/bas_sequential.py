@@ -98,31 +98,36 @@ def _rest_maps(maps, after):
     return rest, run
 
 
-def chain_parts(rest: NDArray, alpha: NDArray, states: NDArray,
-                step: float) -> tuple[NDArray, NDArray]:
-    """Eq (14)'s two terms for each user (its map to the total ``rest``, ``(users, m)``) at
-    each received level ``states`` (``(k,)`` steps) and each action, ``(users, k, m)`` each:
-    the total variance (compiled: a table look-up below the top, the level plus the map's
-    constant from it on) and ``alpha (prefix)^(-1/2)``."""
-    entering = states[:, None] + np.arange(rest.shape[1])[None, :]  # the prefix, in steps
-    a = alpha[:, None, None]
+def chain_tables(rest: NDArray, alpha: NDArray, step: float) -> tuple[NDArray, NDArray]:
+    """Eq (14)'s two terms for each user (its map to the total ``rest``, ``(users, m)``) by
+    the prefix it passes on, ``e`` = received level + action in steps, ``0 .. 2m - 2``:
+    ``(users, 2m - 1)`` each, the total variance (compiled: a table look-up below the top, the
+    level plus the map's constant from it on) and ``alpha (e h)^(-1/2)``. A row's cost of
+    action ``a`` at state ``s`` is entry ``s + a``: each (state, action) table is a window."""
+    entering = np.arange(2 * rest.shape[1] - 1)
+    a = alpha[:, None]
     with np.errstate(divide="ignore"):
         privacy = np.where(a > 0, a / np.sqrt(entering * step), 0.0)
-    return _chain_totals(np.ascontiguousarray(rest, dtype=np.int64),
-                         np.asarray(states, dtype=np.int64), float(step)), privacy
+    return _chain_totals(np.ascontiguousarray(rest, dtype=np.int64), float(step)), privacy
 
 
 @compiled
-def _chain_totals(rest, states, step):
+def _chain_totals(rest, step):
     users, m = rest.shape
     top = m - 1
-    out = np.empty((users, states.size, m))
+    out = np.empty((users, 2 * m - 1))
     for u in range(users):
-        for i in range(states.size):
-            for a in range(m):
-                e = states[i] + a
-                out[u, i, a] = float(rest[u, e] if e < top else e + rest[u, top]) * step
+        for e in range(2 * m - 1):
+            out[u, e] = float(rest[u, e] if e < top else e + rest[u, top]) * step
     return out
+
+
+def chain_parts(rest: NDArray, alpha: NDArray, states: NDArray,
+                step: float) -> tuple[NDArray, NDArray]:
+    """:func:`chain_tables` at each received level ``states`` (``(k,)`` steps) and each
+    action, ``(users, k, m)`` each."""
+    entering = np.asarray(states, dtype=np.int64)[:, None] + np.arange(rest.shape[1])
+    return tuple(x[:, entering] for x in chain_tables(rest, alpha, step))
 
 
 def chain_costs(rest: NDArray, alpha: NDArray, states: NDArray, step: float) -> NDArray:
