@@ -334,8 +334,10 @@ class GameSlice:
         feedback = costs if self.full else self._realized(v, self.draws, totals,
                                                           self.release_stream, self.common, None)
         self.learner.observe(feedback, self.active)
-        own = self._costs(v, totals, v[:, None])[:, 0]
-        drawn_from = None if isinstance(self.learner, SPSA) else self.learner.drawn_from
+        point = isinstance(self.learner, SPSA)  # plays points off the grid; the others, cells
+        own = (self._costs(v, totals, v[:, None])[:, 0] if point
+               else costs[np.arange(self.rows), self.learner.last])
+        drawn_from = None if point else self.learner.drawn_from
         sums = self.sums.add(costs, own, drawn_from, self.active)
         mode = self.learner.current()
         changed = not np.array_equal(mode, self.mode)
@@ -830,13 +832,17 @@ class BayesPricingSlice(GameSlice):
         self.types = (self.round_types.uniform() >= self.eta).astype(np.int8)
         self.active = np.concatenate([self.types == 0, self.types == 1])
 
+    def _by_type(self, v: NDArray) -> NDArray:
+        """Each client's action for each type, ``(2, size)``."""
+        return v.astype(np.int64).reshape(2, self.size)
+
     def _actions(self, v: NDArray, types: NDArray) -> NDArray:
         """Each client's action under ``types`` (its row of its type)."""
-        return v.astype(np.int64)[types.astype(np.int64) * self.size + np.arange(self.size)]
+        return np.where(types != 0, *self._by_type(v)[::-1])
 
     def _counts(self, v: NDArray, types: NDArray) -> NDArray:
         """Clients per (profile, type, action) as one column (integers: exact in any sum)."""
-        return self.rules.counts(self._actions(v, types), types).reshape(-1, 1)
+        return self.rules.counts(self._by_type(v), types).reshape(-1, 1)
 
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
         return Partials({f"{prefix}counts": self._counts(v, self.types[None]),
@@ -846,10 +852,9 @@ class BayesPricingSlice(GameSlice):
                  candidates: NDArray | None = None) -> NDArray:
         """Every row's cost of each candidate over profiles ``types`` (weights ``p``) whose
         combined counts are ``counts``."""
-        cand = (np.broadcast_to(self.grid, (self.rows, self.grid.size)) if candidates is None
-                else candidates)
         return self.rules.interim(self.rules.totals(counts.reshape(len(p), 2, -1)), p,
-                                  self._actions(v, types), self.client, self.row_type, cand)
+                                  self._by_type(v), types, self.client, self.row_type,
+                                  candidates)
 
     def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
         """This round's costs of the rows that play (0 for the others)."""

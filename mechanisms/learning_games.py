@@ -536,36 +536,31 @@ class BayesRules:
 
     # --- sums from counts ---------------------------------------------------------------------
     def counts(self, actions: NDArray, types: NDArray) -> NDArray:
-        """Clients per (profile, type, action), ``(S, 2, 2m)``, from each client's action in
-        each profile ``actions`` (``(S, C)``, its row of the profile's type) and ``types``."""
-        k = self.grid.size
-        out = np.zeros((len(actions), 2 * k))
-        step = max(1, (1 << 22) // max(actions.shape[1], 1))  # a few MB of indices at once
-        for s0 in range(0, len(actions), step):
-            part = slice(s0, s0 + step)
-            index = types[part].astype(np.int64) * k + actions[part]
-            index += (np.arange(index.shape[0]) * 2 * k)[:, None]
-            out[part] = np.bincount(index.ravel(), minlength=out[part].size).reshape(-1, 2 * k)
-        return out.reshape(len(actions), 2, k)
+        """Clients per (profile, type, action), ``(S, 2, 2m)``, from each client's action per
+        type ``actions`` (``(2, C)``: its two rows) and the profiles' types (``(S, C)``)."""
+        return _counts(np.ascontiguousarray(actions, dtype=np.int64),
+                       np.ascontiguousarray(types, dtype=np.int8), self.grid.size)
 
     def totals(self, counts: NDArray) -> NDArray:
         """The clients' sums of :attr:`parts` per profile, ``(4, S)``."""
         return (counts.sum(axis=1)[None, :, :] * self.parts[:, None, :]).sum(axis=-1)
 
     # --- costs --------------------------------------------------------------------------------
-    def interim(self, totals: NDArray, p: ArrayLike, actions: NDArray, client: NDArray,
-                row_type: NDArray, candidates: NDArray) -> NDArray:
-        """Each row's cost of each candidate averaged over profiles with weights ``p``: eq
-        (13)'s integrand given the others' sums, ``totals`` (:meth:`totals`) less its client's
-        own :attr:`parts` (its action ``actions[:, client]`` in each profile). The penalty and
-        reward are linear in the others' sums, so their averages are taken first."""
+    def interim(self, totals: NDArray, p: ArrayLike, actions: NDArray, types: NDArray,
+                client: NDArray, row_type: NDArray,
+                candidates: NDArray | None = None) -> NDArray:
+        """Each row's cost of each candidate (``None``: the grid) averaged over profiles with
+        weights ``p``, whose types are ``types`` (``(S, C)``): eq (13)'s integrand given the
+        others' sums, ``totals`` (:meth:`totals`) less its client's own :attr:`parts` (its
+        action in each profile: ``actions[t, client]``, ``(2, C)``, of its type ``t`` there).
+        The penalty and reward are linear in the others' sums, so their averages are taken
+        first; they, and the accuracy term's, are a client's (its two rows differ only in
+        ``alpha``), so they are taken once per client."""
         g, mech = self.bayes, self.mechanism
         p = np.asarray(p, dtype=float) / np.sum(p)
-        index = np.asarray(candidates).astype(np.int64)
-        ca, cs = self.decode(index)
-        # A row's others' sums in profile s depend only on its client's action a there: the
+        # A client's others' sums in profile s depend only on its action a there: the
         # accuracy term of each (s, a, candidate), and the reports of L and the squares of
-        # each (s, a), are tables; each row then sums its profiles' entries (compiled).
+        # each (s, a), are tables; each client then sums its profiles' entries (compiled).
         others = totals[:, :, None] - self.parts[:, None, :]  # (4, S, actions)
         last = len(g.all_counts) - 1  # (s, a) that no row meets may fall outside: clipped
         reported_l = np.clip(np.rint(others[3]).astype(np.int64), 0, last)
@@ -575,18 +570,20 @@ class BayesRules:
             d2 = (((w_all * sk) ** 2)[None, None, :] + others[1][:, :, None]) / np.square(
                 w_all[None, None, :] + others[0][:, :, None])  # (S, own action, candidate)
             accuracy_table = np.sqrt(d2) + d2 / (2.0 * g.L_F)
-        accuracy, l_joins, l_stays, squares = _interim_sums(
-            accuracy_table, np.asarray(g.all_counts, dtype=float)[np.minimum(reported_l + 1,
-                                                                             last)],
-            np.asarray(g.all_counts, dtype=float)[reported_l], np.ascontiguousarray(others[2]),
-            p, np.ascontiguousarray(actions, dtype=np.int64),
-            np.asarray(client, dtype=np.int64), np.ascontiguousarray(index))
-        penalty = np.asarray(mech.beta)[ca] * (((g.N - 1) / g.N) ** 2 * cs**2
-                                               + squares[:, None] / g.N**2)
-        count = np.where(ca == 0, l_joins[:, None], l_stays[:, None])
-        alpha = g.alpha[row_type][:, None]
-        return ((1.0 - alpha) * g.kappa * accuracy + alpha * g.c * g.S / cs
-                + penalty - np.asarray(mech.reward)[ca] * count - mech.q)
+        all_counts = np.asarray(g.all_counts, dtype=float)
+        sums = _interim_sums(accuracy_table, all_counts[np.minimum(reported_l + 1, last)],
+                             all_counts[reported_l], np.ascontiguousarray(others[2]), p,
+                             np.ascontiguousarray(actions, dtype=np.int64),
+                             np.ascontiguousarray(types, dtype=np.int8))
+        index = (np.broadcast_to(np.arange(self.grid.size), (len(client), self.grid.size))
+                 if candidates is None else np.asarray(candidates).astype(np.int64))
+        constants = np.array([g.kappa, g.c, g.S, ((g.N - 1) / g.N) ** 2, float(g.N**2),
+                              mech.q])
+        report, sigma = self.decode(self.grid)
+        return _interim_costs(*sums, np.asarray(client, dtype=np.int64),
+                              g.alpha[row_type], index, report, sigma,
+                              np.asarray(mech.beta, dtype=float),
+                              np.asarray(mech.reward, dtype=float), constants)
 
     def realized(self, t: NDArray, a: NDArray, s: NDArray, noise: NDArray, w_noise: float,
                  w: float, noise_sum: float, reported_l: int) -> NDArray:
@@ -618,30 +615,58 @@ class BayesRules:
 
 
 @compiled
-def _interim_sums(accuracy, joins, stays, squares, p, actions, client, candidates):
-    """:meth:`BayesRules.interim`'s sums over the profiles, per row: each profile's entry of
-    its client's action there (``actions[s, client]``), weighted by ``p[s]``, in profile
-    order: the accuracy term of each candidate, the rewards' counts (an L report joining or
-    not) and the others' squared noise."""
-    rows, k = candidates.shape
-    out = np.zeros((rows, k))
-    l_joins, l_stays, sq = np.zeros(rows), np.zeros(rows), np.zeros(rows)
-    for r in range(rows):
-        c = client[r]
-        whole = k == accuracy.shape[2]  # every action, in order: contiguous rows of the table
-        for j in range(k):
-            whole = whole and candidates[r, j] == j
-        acc = out[r]
-        for s in range(p.size):
-            a = actions[s, c]
-            l_joins[r] += p[s] * joins[s, a]
-            l_stays[r] += p[s] * stays[s, a]
-            sq[r] += p[s] * squares[s, a]
+def _interim_sums(accuracy, joins, stays, squares, p, actions, types):
+    """:meth:`BayesRules.interim`'s sums over the profiles, per client: each profile's entry
+    of the client's action there (``actions[types[s, client], client]``), weighted by
+    ``p[s]``, in profile order: the accuracy term of each candidate, the rewards' counts (an
+    L report joining or not) and the others' squared noise."""
+    profiles, clients = types.shape
+    k = accuracy.shape[2]
+    out = np.zeros((clients, k))
+    l_joins, l_stays, sq = np.zeros(clients), np.zeros(clients), np.zeros(clients)
+    for c in range(clients):
+        acc = out[c]
+        for s in range(profiles):
+            a = actions[types[s, c], c]
+            l_joins[c] += p[s] * joins[s, a]
+            l_stays[c] += p[s] * stays[s, a]
+            sq[c] += p[s] * squares[s, a]
             entry = accuracy[s, a]
-            if whole:
-                for j in range(k):
-                    acc[j] += p[s] * entry[j]
-            else:
-                for j in range(k):
-                    acc[j] += p[s] * entry[candidates[r, j]]
+            for j in range(k):
+                acc[j] += p[s] * entry[j]
     return out, l_joins, l_stays, sq
+
+
+@compiled
+def _interim_costs(accuracy, l_joins, l_stays, squares, client, alpha, candidates, reports,
+                   sigmas, beta, reward, constants):
+    """Eq (13)'s integrand of each row and candidate from its client's sums, in one pass:
+    ``(1 - alpha) kappa accuracy + alpha c S / sigma + beta (((N - 1)/N)^2 sigma^2 +
+    squares / N^2) - r count - q``, each operation in that order (``constants``: ``kappa,
+    c, S, ((N - 1)/N)^2, N^2, q``; ``reports``, ``sigmas``: each action's)."""
+    kappa, c_privacy, size, spread, n2, q = constants
+    rows, k = candidates.shape
+    out = np.empty((rows, k))
+    for r in range(rows):
+        i = client[r]
+        a = alpha[r]
+        for j in range(k):
+            action = candidates[r, j]
+            report = reports[action]
+            sigma = sigmas[action]
+            penalty = beta[report] * (spread * sigma**2 + squares[i] / n2)
+            count = l_joins[i] if report == 0 else l_stays[i]
+            out[r, j] = ((1.0 - a) * kappa * accuracy[i, action] + a * c_privacy * size / sigma
+                         + penalty - reward[report] * count - q)
+    return out
+
+
+@compiled
+def _counts(actions, types, k):
+    profiles, clients = types.shape
+    out = np.zeros((profiles, 2, k))
+    for s in range(profiles):
+        for c in range(clients):
+            t = types[s, c]
+            out[s, t, actions[t, c]] += 1.0
+    return out
