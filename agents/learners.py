@@ -299,6 +299,27 @@ def _importance_weighted(estimates: NDArray, played: NDArray, costs: NDArray,
 
 
 @compiled
+def _row_argmin(x: NDArray) -> NDArray:
+    """Each row's ``argmin`` as numpy takes it (the first of equal smallest, a NaN first of
+    all), in one pass over the rows (numpy's reduction over short rows is slower)."""
+    n, m = x.shape
+    out = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        low = x[i, 0]
+        if low != low:
+            continue
+        for j in range(1, m):
+            c = x[i, j]
+            if c != c:
+                out[i] = j
+                break
+            if c < low:
+                low = c
+                out[i] = j
+    return out
+
+
+@compiled
 def _draw(p: NDArray, u: NDArray) -> NDArray:
     """Each row's action index drawn with its uniform ``u``: the number of actions whose
     cumulative probability is below ``u`` (the last action at most)."""
@@ -364,7 +385,7 @@ class Hedge(GridLearner):
         return _softmin(self.cumulative, self.eta, self.drawn_from)
 
     def mode(self) -> NDArray:
-        return np.argmin(self.cumulative, axis=1)  # the weights fall with the cumulative cost
+        return _row_argmin(self.cumulative)  # the weights fall with the cumulative cost
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
         self.cumulative += costs
@@ -405,7 +426,7 @@ class EXP3(GridLearner):
         return _softmin(self.estimates, self.eta, self.drawn_from)
 
     def mode(self) -> NDArray:
-        return np.argmin(self.estimates, axis=1)
+        return _row_argmin(self.estimates)
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
         _importance_weighted(self.estimates, self.last, costs, self.drawn_from)
@@ -458,7 +479,7 @@ class FictitiousPlay(GridLearner):
         self._seen = np.zeros(self.agents, dtype=bool)
 
     def _choice(self) -> NDArray:
-        return np.where(self._seen, np.argmin(self.cumulative, axis=1), self.first)
+        return np.where(self._seen, _row_argmin(self.cumulative), self.first)
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
         self.cumulative += costs

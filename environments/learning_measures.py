@@ -27,9 +27,11 @@ from privgames.mechanisms.compiled import compiled
 
 
 @compiled
-def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed):
+def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lows):
     """One round into the sums (``grid (2, n, m)``, ``played``/``mixed (2, n)``: learner
-    units first, then the game's); ``p`` empty for a learner that plays a point (SPSA).
+    units first, then the game's, and ``lows (2, n)``: each row's smallest ``grid`` sum,
+    taken again only for the rows that played); ``p`` empty for a learner that plays a point
+    (SPSA).
     Returns ``(capped, infinite, regret, cce, regret_game, cce_game)``: whether a played
     cost of an agent on was capped into the learner's units or infinite, and the largest
     totals."""
@@ -67,6 +69,10 @@ def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed):
                 units = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
                 grid[0, i, j] += units
                 grid[1, i, j] += c
+                for u in range(2):  # the smallest sum, NaN taken as smallest
+                    g = grid[u, i, j]
+                    if j == 0 or g < lows[u, i] or g != g:
+                        lows[u, i] = g
                 if mixed_strategy and p[i, j] > 0.0:
                     expected += p[i, j] * units
                     expected_game += p[i, j] * c
@@ -77,10 +83,7 @@ def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed):
                 mixed[0, i] += own_units
                 mixed[1, i] += own[i]
         for u in range(2):
-            low_sum = grid[u, i, 0]
-            for j in range(1, m):
-                if grid[u, i, j] < low_sum or grid[u, i, j] != grid[u, i, j]:
-                    low_sum = grid[u, i, j]
+            low_sum = lows[u, i]
             for k, total in enumerate((mixed[u, i], played[u, i])):
                 if np.isinf(total) and np.isinf(low_sum):
                     gain = 0.0
@@ -107,6 +110,7 @@ class RegretSums:
         self.grid = np.zeros((2, n, m))
         self.played = np.zeros((2, n))
         self.mixed = np.zeros((2, n))
+        self.lows = np.zeros((2, n))
 
     def add(self, costs: NDArray, own: NDArray, drawn_from: NDArray | None,
             on: NDArray | None = None) -> dict[str, float | bool]:
@@ -120,6 +124,7 @@ class RegretSums:
                          np.ascontiguousarray(own, dtype=float),
                          np.zeros((0, 0)) if drawn_from is None else drawn_from,
                          np.ones(n, dtype=np.bool_) if on is None else on, self.full,
-                         self.span, self.low, self.high, self.grid, self.played, self.mixed)
+                         self.span, self.low, self.high, self.grid, self.played, self.mixed,
+                         self.lows)
         return dict(zip(("capped", "infinite", "regret", "cce", "regret_game", "cce_game"),
                         (bool(out[0]), bool(out[1]), *map(float, out[2:])), strict=True))

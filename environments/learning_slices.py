@@ -1145,8 +1145,14 @@ class BASSequentialSlice(GameSlice):
         """Every row's cost and its best reply at its state, on the path or not (the best
         kept with the profile's tables: a measurement asks twice)."""
         tables = self._tables(v, totals)
-        if tables[4] is None:
-            tables[4] = self._costs(v, totals).min(axis=1)
+        if tables[4] is None:  # a row's best: the smallest of its window of prefixes
+            cost, m = tables[2], self.ROWS
+            best = cost[:, :m].copy()
+            for a in range(1, m):
+                np.minimum(best, cost[:, a:a + m], out=best)
+            if self.start == 0:  # the leader's rows: all at state 0
+                best[0] = best[0, 0]
+            tables[4] = best.ravel()
         return self._costs(v, totals, v[:, None])[:, 0], tables[4]
 
     def _deviation(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:

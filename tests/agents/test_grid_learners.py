@@ -211,9 +211,10 @@ def test_full_information_learners_find_a_clearly_best_action(kind):
 
 
 def test_the_compiled_kernels_are_their_written_out_forms():
-    """Exponential weights, the draw from a mixed strategy and the full-information units,
-    each against numpy on random rows (a NaN and an infinite cost among them)."""
-    from privgames.agents.learners import _draw, _map_full, _softmin
+    """Exponential weights, the draw from a mixed strategy, the full-information units and
+    the rows' argmin, each against numpy on random rows (NaN and infinite costs among
+    them)."""
+    from privgames.agents.learners import _draw, _map_full, _row_argmin, _softmin
 
     rng = np.random.default_rng(2)
     cumulative = rng.normal(0.0, 5.0, (50, 9))
@@ -230,3 +231,9 @@ def test_the_compiled_kernels_are_their_written_out_forms():
     want = np.minimum((finite - finite.min(axis=1, keepdims=True)) / span[:, None], 1.0)
     np.testing.assert_array_equal(_map_full(costs, span, active, np.full((50, 9), np.nan)),
                                   np.where(active[:, None], want, 0.0))
+    # each row's argmin, as numpy's: the first of equal smallest, a NaN first of all
+    ties = rng.integers(0, 3, (400, 9)).astype(float)
+    ties[rng.random(ties.shape) < 0.05] = np.nan
+    ties[rng.random(ties.shape) < 0.05] = np.inf
+    ties[rng.random(ties.shape) < 0.02] = -np.inf
+    np.testing.assert_array_equal(_row_argmin(ties), np.argmin(ties, axis=1))
