@@ -130,6 +130,9 @@ class GridLearner(ABC):
         low, high: per agent, the range of a realized cost (bandit; clipped to it).
         last: the actions played last round, ``(n,)`` indices into ``grid``.
         drawn_from: the mixed strategies they were drawn from, ``(n, m)``.
+        moved, unranked: the agents that observed since the strategies were last drawn, and
+            since the last :meth:`mode` (the others' states did not change: a learner's state
+            changes only through :meth:`observe`).
     """
 
     #: The feedback kinds this learner can use.
@@ -155,6 +158,9 @@ class GridLearner(ABC):
             raise ConfigError("high must exceed low for every agent")
         self.last = np.zeros(self.agents, dtype=int)
         self.drawn_from: NDArray | None = None
+        self.moved = np.ones(self.agents, dtype=bool)  # observed since the weights' last draw
+        self.unranked = np.ones(self.agents, dtype=bool)  # and since the last :meth:`mode`
+        self.lowest: NDArray | None = None
         self._mapped: NDArray | None = None
         self.start = None if start is None else _start_indices(start, self.agents, self.m)
 
@@ -212,6 +218,8 @@ class GridLearner(ABC):
         c = np.asarray(feedback, dtype=float)
         active = (np.ones(self.agents, dtype=bool) if active is None
                   else np.asarray(active, dtype=bool))
+        self.moved |= active
+        self.unranked |= active
         if self.feedback == "full":
             if c.shape != (self.agents, self.m):
                 raise ConfigError(f"full-information feedback must have shape ({self.agents}, "
@@ -266,16 +274,43 @@ def _per_agent(name: str, value: ArrayLike, n: int, positive: bool = True) -> ND
     return v
 
 
-def _softmin(cumulative: NDArray, eta: float, out: NDArray | None = None) -> NDArray:
+def _softmin(cumulative: NDArray, eta: float) -> NDArray:
     """Each row's ``exp(-eta (L - min L))``, normalised: exponential weights in one compiled
-    pass (into ``out`` when given)."""
-    return _softmin_into(cumulative, eta, np.empty(cumulative.shape) if out is None else out)
+    pass."""
+    return _softmin_into(cumulative, eta, np.empty(cumulative.shape),
+                         np.ones(len(cumulative), dtype=np.bool_))
+
+
+def _drawn_weights(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
+    """The exponential weights of ``losses`` kept in ``drawn_from``: every row's the first
+    time, then only those of the rows that observed since (a row that did not play kept its
+    losses, so its strategy: in bas-sequential 1 row in 21 plays a round, in pricing-bayes 1
+    in 2)."""
+    if learner.drawn_from is None:
+        learner.drawn_from = np.empty((learner.agents, learner.m))
+        learner.moved[:] = True
+    _softmin_into(losses, learner.eta, learner.drawn_from, learner.moved)
+    learner.moved[:] = False
+    return learner.drawn_from
+
+
+def _lowest(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
+    """Each row's action of the smallest ``losses`` (:func:`_row_argmin`), kept as
+    :func:`_drawn_weights` keeps the weights: taken again for the rows that observed since."""
+    if learner.lowest is None:
+        learner.lowest = np.zeros(learner.agents, dtype=np.int64)
+        learner.unranked[:] = True
+    _row_argmin_into(losses, learner.lowest, learner.unranked)
+    learner.unranked[:] = False
+    return learner.lowest.copy()
 
 
 @compiled
-def _softmin_into(cumulative: NDArray, eta: float, p: NDArray) -> NDArray:
+def _softmin_into(cumulative: NDArray, eta: float, p: NDArray, rows: NDArray) -> NDArray:
     n, m = cumulative.shape
     for i in range(n):
+        if not rows[i]:
+            continue
         low = cumulative[i, 0]
         for j in range(1, m):
             low = min(low, cumulative[i, j])
@@ -289,6 +324,16 @@ def _softmin_into(cumulative: NDArray, eta: float, p: NDArray) -> NDArray:
 
 
 @compiled
+def _add_rows(total: NDArray, costs: NDArray, rows: NDArray) -> None:
+    """``total += costs`` on the ``rows`` (the others' costs are 0)."""
+    n, m = total.shape
+    for i in range(n):
+        if rows[i]:
+            for j in range(m):
+                total[i, j] += costs[i, j]
+
+
+@compiled
 def _importance_weighted(estimates: NDArray, played: NDArray, costs: NDArray,
                          p: NDArray) -> None:
     """EXP3's estimates: each row's played action gains its cost over its probability (one
@@ -298,13 +343,19 @@ def _importance_weighted(estimates: NDArray, played: NDArray, costs: NDArray,
         estimates[i, a] += costs[i] / p[i, a]
 
 
-@compiled
 def _row_argmin(x: NDArray) -> NDArray:
     """Each row's ``argmin`` as numpy takes it (the first of equal smallest, a NaN first of
-    all), in one pass over the rows (numpy's reduction over short rows is slower)."""
+    all), in one compiled pass over the rows (numpy's reduction over short rows is slower)."""
+    return _row_argmin_into(x, np.zeros(len(x), dtype=np.int64), np.ones(len(x), np.bool_))
+
+
+@compiled
+def _row_argmin_into(x: NDArray, out: NDArray, rows: NDArray) -> NDArray:
     n, m = x.shape
-    out = np.zeros(n, dtype=np.int64)
     for i in range(n):
+        if not rows[i]:
+            continue
+        out[i] = 0
         low = x[i, 0]
         if low != low:
             continue
@@ -380,15 +431,13 @@ class Hedge(GridLearner):
         return _softmin(self.cumulative, self.eta)
 
     def _drawn_strategies(self) -> NDArray:
-        if self.drawn_from is None:
-            self.drawn_from = np.empty((self.agents, self.m))
-        return _softmin(self.cumulative, self.eta, self.drawn_from)
+        return _drawn_weights(self, self.cumulative)
 
     def mode(self) -> NDArray:
-        return _row_argmin(self.cumulative)  # the weights fall with the cumulative cost
+        return _lowest(self, self.cumulative)  # the weights fall with the cumulative cost
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
-        self.cumulative += costs
+        _add_rows(self.cumulative, costs, active)
 
     def regret_bound(self, T: int) -> float | None:
         """``ln m / eta + eta T / 8``: Hedge's bound with a fixed step, valid at every round
@@ -421,12 +470,10 @@ class EXP3(GridLearner):
         return _softmin(self.estimates, self.eta)
 
     def _drawn_strategies(self) -> NDArray:
-        if self.drawn_from is None:
-            self.drawn_from = np.empty((self.agents, self.m))
-        return _softmin(self.estimates, self.eta, self.drawn_from)
+        return _drawn_weights(self, self.estimates)
 
     def mode(self) -> NDArray:
-        return _row_argmin(self.estimates)
+        return _lowest(self, self.estimates)
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
         _importance_weighted(self.estimates, self.last, costs, self.drawn_from)

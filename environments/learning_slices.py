@@ -202,6 +202,11 @@ class GameSlice:
         """The social cost of ``v`` as block sums (:meth:`_social`'s shares)."""
         return block_sums(self._social(v, totals, own), self.start)
 
+    def _round_costs(self, v: NDArray, totals: dict) -> NDArray:
+        """The round's cost table as the learners and the analyst read it: the rows that
+        played (:attr:`active`; the others' are not read)."""
+        return self._costs(v, totals)
+
     def _deviation(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
         """Each agent's cost at ``v`` and its best on the grid against it."""
         return self._costs(v, totals, v[:, None])[:, 0], self._costs(v, totals).min(axis=1)
@@ -330,7 +335,7 @@ class GameSlice:
         v = self.values
         self._totals = totals
         self._played(v, totals)
-        costs = self._costs(v, totals)
+        costs = self._round_costs(v, totals)
         feedback = costs if self.full else self._realized(v, self.draws, totals,
                                                           self.release_stream, self.common, None)
         self.learner.observe(feedback, self.active)
@@ -971,6 +976,7 @@ class BASSequentialSlice(GameSlice):
         self.beta = config.beta_max * self.type_stream.uniform()
         self.partner = int(generator(child(seed, COMMON, 2)).integers(1, self.n))
         self._cached: dict = {}
+        self._round: NDArray | None = None  # the round's cost table (:meth:`_round_costs`)
 
     # --- the chain's order, grid and Theorem 1 --------------------------------------------------
     def type_partials(self, totals: dict) -> Partials:
@@ -1095,13 +1101,15 @@ class BASSequentialSlice(GameSlice):
                             key: [total, privacy, total + privacy, None, None]}
         return self._cached[key]
 
-    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None,
+               rows: NDArray | slice = slice(None)) -> NDArray:
         """A row's cost of action ``a`` is its user's cost at prefix ``state + a``; the whole
-        table (read only) is each user's windows of its prefixes, copied once a profile."""
+        table (read only) is each user's windows of its prefixes, copied once a profile
+        (``rows``: those of the candidates given)."""
         tables = self._tables(v, totals)
         if candidates is not None:
-            return tables[2][self.user[:, None],
-                             self.entering[:, None] + self._indices(np.asarray(candidates))]
+            return tables[2][self.user[rows, None], self.entering[rows, None]
+                             + self._indices(np.asarray(candidates))]
         if tables[3] is None:
             m = self.ROWS
             every = np.array(sliding_window_view(tables[2], m, axis=1)).reshape(self.rows, m)
@@ -1110,6 +1118,17 @@ class BASSequentialSlice(GameSlice):
             every.flags.writeable = False
             tables[3] = every
         return tables[3]
+
+    def _round_costs(self, v: NDArray, totals: dict) -> NDArray:
+        """The rows on the path (1 a user) from their users' windows, 0 elsewhere: one table
+        kept for the slice, the last round's rows set back to 0."""
+        if self._round is None:
+            self._round, self._round_rows = np.zeros((self.rows, self.ROWS)), np.zeros(0, int)
+        self._round[self._round_rows] = 0.0
+        rows = self._round_rows = np.flatnonzero(self.active)
+        self._round[rows] = self._costs(v, totals, np.broadcast_to(self.grid,
+                                                                   (rows.size, self.ROWS)), rows)
+        return self._round
 
     def _path(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
         """The rows of these users on the round's path and the level each passes on."""

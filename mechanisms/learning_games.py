@@ -624,16 +624,20 @@ def _interim_sums(accuracy, joins, stays, squares, p, actions, types):
     k = accuracy.shape[2]
     out = np.zeros((clients, k))
     l_joins, l_stays, sq = np.zeros(clients), np.zeros(clients), np.zeros(clients)
+    acc = np.zeros(k)  # one client's, kept apart from the table it reads
     for c in range(clients):
-        acc = out[c]
+        acc[:] = 0.0
+        joined, stayed, squared = 0.0, 0.0, 0.0
         for s in range(profiles):
             a = actions[types[s, c], c]
-            l_joins[c] += p[s] * joins[s, a]
-            l_stays[c] += p[s] * stays[s, a]
-            sq[c] += p[s] * squares[s, a]
-            entry = accuracy[s, a]
+            w = p[s]
+            joined += w * joins[s, a]
+            stayed += w * stays[s, a]
+            squared += w * squares[s, a]
             for j in range(k):
-                acc[j] += p[s] * entry[j]
+                acc[j] += w * accuracy[s, a, j]
+        out[c] = acc
+        l_joins[c], l_stays[c], sq[c] = joined, stayed, squared
     return out, l_joins, l_stays, sq
 
 
