@@ -237,3 +237,22 @@ def test_the_compiled_kernels_are_their_written_out_forms():
     ties[rng.random(ties.shape) < 0.05] = np.inf
     ties[rng.random(ties.shape) < 0.02] = -np.inf
     np.testing.assert_array_equal(_row_argmin(ties), np.argmin(ties, axis=1))
+
+
+@pytest.mark.parametrize("kind", [Hedge, EXP3])
+def test_kept_strategies_of_rows_that_sat_out_are_the_fresh_ones(kind):
+    """Only the rows that observed are drawn and ranked again; after rounds where random rows
+    sit out (and a round observed twice before the next draw), every row's strategy and
+    last iterate equal those taken afresh from its losses, to the bit."""
+    rng = np.random.default_rng(5)
+    n, m = 60, 5
+    learner = kind(np.arange(m, dtype=float), n, 30)
+    for t in range(12):
+        learner.act(rng)
+        losses = learner.cumulative if kind is Hedge else learner.estimates
+        np.testing.assert_array_equal(learner.drawn_from, learner.probabilities())
+        for _ in range(1 + (t == 5)):
+            on = rng.random(n) < 0.3
+            costs = rng.random((n, m)) if kind is Hedge else rng.random(n)
+            learner.observe(costs, on)
+        np.testing.assert_array_equal(learner.mode(), np.argmin(losses, axis=1))
