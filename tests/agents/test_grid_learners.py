@@ -256,3 +256,27 @@ def test_kept_strategies_of_rows_that_sat_out_are_the_fresh_ones(kind):
             costs = rng.random((n, m)) if kind is Hedge else rng.random(n)
             learner.observe(costs, on)
         np.testing.assert_array_equal(learner.mode(), np.argmin(losses, axis=1))
+
+
+def test_exponential_weights_are_exact_to_a_few_ulp_down_to_underflow():
+    """The weights' ``exp`` is written out (fdlibm's, vectorized): every row against
+    ``math.exp`` and an exactly rounded sum, with exponents from 0 to past float64's
+    underflow (-745): relative error within 4 ulp where the reference is normal, within one
+    subnormal step below, and exactly 0 past the underflow."""
+    from privgames.agents.learners import _softmin
+
+    rng = np.random.default_rng(6)
+    rows = np.concatenate([rng.uniform(0.0, 3.0, (300, 9)), rng.uniform(0.0, 800.0, (300, 9)),
+                           np.tile([0.0, 700.0, 708.4, 744.0, 745.1, 745.2, 746.0, 1e6, 5.0],
+                                   (1, 1))])
+    got = _softmin(rows, 1.0)
+    for row, p in zip(rows, got, strict=True):
+        w = [math.exp(-(c - row.min())) for c in row]
+        total = math.fsum(w)
+        for wi, pi in zip(w, p, strict=True):
+            want = wi / total
+            if want >= np.finfo(float).tiny:
+                assert abs(pi - want) <= 4 * np.spacing(want), (row, pi, want)
+            else:
+                assert abs(pi - want) <= np.finfo(float).smallest_subnormal, (row, pi, want)
+    assert _softmin(np.array([[0.0, 746.0, 1e300, np.inf]]), 1.0).tolist() == [[1, 0, 0, 0]]
