@@ -46,6 +46,22 @@ def rows(before: dict, after: dict) -> list[str]:
     return out
 
 
+#: The in-process engine of the morning of 2026-11-26, before pricing-bayes' first kernels
+#: (the shard engine's page, "Every game over 2 shards"): Hedge, seconds a round at 10,240
+#: agents. ``98ef0b8``, the "before" of the table, is the end of that day.
+MORNING = {"pricing-bayes": 2.06, "bas-sequential": 1.33}
+
+
+def morning(after: dict) -> str:
+    """The 10x games' speed-up per agent-action against :data:`MORNING`."""
+    agents = after.get("agents", 10_000)
+    said = ", ".join(f"{game} {seconds / 10_240 / (after['hedge'][game]['round_s'] / agents):.0f}x"
+                     for game, seconds in MORNING.items() if game in after.get("hedge", {}))
+    return ("Against the engine of the morning of 2026-11-26 (the shard engine's page: Hedge at "
+            f"10,240 agents, pricing-bayes 2.06 s and bas-sequential 1.33 s a round), per "
+            f"agent-action: {said}.")
+
+
 def section(before: dict, after: dict) -> list[str]:
     return [HEADING, "",
             "A round over the floor of its work (one exp + ten multiply passes over the game's "
@@ -54,7 +70,8 @@ def section(before: dict, after: dict) -> list[str]:
             "BEFORE.json AFTER.json` from two runs of `bench_learning.py`.", "",
             "| agents | game | learner | before: round / floor | before: s a round | "
             "after: round / floor | after: s a round | speed-up | target | met |",
-            "|---|---|---|---|---|---|---|---|---|---|", *rows(before, after)]
+            "|---|---|---|---|---|---|---|---|---|---|", *rows(before, after), "",
+            morning(after)]
 
 
 def main() -> None:
