@@ -5,13 +5,16 @@ least 0.4 of the floor in bas, sar, ppsp and pricing; pricing-bayes and bas-sequ
 10x faster per agent-action; 10^6 pricing learners under 0.5 s a round in process.
 
 Run ``python benchmarks/compare_learning.py BEFORE.json AFTER.json`` (``--out`` a results file
-whose section of this table it replaces, e.g. ``benchmarks/RESULTS.md``).
+whose section of this table it replaces, e.g. ``benchmarks/RESULTS.md``; ``--scale`` the lines
+of ``bench_shards.py --one`` runs at 10^6 agents, in process and on 2 shards). The section also
+counts the learning code's lines at ``98ef0b8`` and now (git).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 from pathlib import Path
 
 from run import replace_section
@@ -62,7 +65,49 @@ def morning(after: dict) -> str:
             f"agent-action: {said}.")
 
 
-def section(before: dict, after: dict) -> list[str]:
+#: Before the one engine, pricing, Hedge, 10^6 agents (the issue's own figures): seconds a
+#: round by shards (0: in process), and the driver's memory on 2 shards.
+BEFORE_SCALE = {0: 3.0, 2: 1.4}
+BEFORE_DRIVER_MB = 418
+BEFORE_REV = "98ef0b8"
+#: The learning engine's modules: the learners, the analyst, the games' rounds and theory's
+#: grid games, the shards and the driver.
+LEARNING_CODE = ("agents/learners.py", "environments/learning_", "environments/shards.py",
+                 "mechanisms/learning_games.py", "mechanisms/bas_sequential.py")
+
+
+def scale_rows(runs: list[dict]) -> list[str]:
+    """The 10^6 rows: seconds a round before and after, and the memory after."""
+    out = ["| agents | engine | before: s a round | after: s a round | after: driver peak MB "
+           "| after: each shard MB |", "|---|---|---|---|---|---|"]
+    for run in sorted(runs, key=lambda r: r["shards"]):
+        engine = "one shard in process" if run["shards"] == 0 else f"{run['shards']} Ray shards"
+        shards = ", ".join(f"{mb:,.0f}" for mb in run.get("shard_rss_mb", [])) or "–"
+        out.append(f"| {run['agents']:,} | {engine} | {BEFORE_SCALE.get(run['shards'], '–')} | "
+                   f"{run['round_s']:.3g} | {run['driver_peak_rss_mb']:,.0f} | {shards} |")
+    return out
+
+
+def source_lines(rev: str) -> dict[str, int]:
+    """Lines of each learning module at ``rev`` (git)."""
+    root = Path(__file__).resolve().parent.parent
+    files = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev], cwd=root, check=True,
+                           capture_output=True, text=True).stdout.split()
+    return {f: subprocess.run(["git", "show", f"{rev}:{f}"], cwd=root, check=True,
+                              capture_output=True, text=True).stdout.count("\n")
+            for f in files if f.endswith(".py") and f.startswith(LEARNING_CODE)}
+
+
+def lines_table() -> list[str]:
+    before, after = source_lines(BEFORE_REV), source_lines("HEAD")
+    out = [f"Source lines of the learning code (`git show REV:FILE`), `{BEFORE_REV}` and now:",
+           "", "| module | before | after |", "|---|---|---|"]
+    out += [f"| `{f}` | {before.get(f, '–')} | {after.get(f, '–')} |"
+            for f in sorted(set(before) | set(after))]
+    return out + [f"| total | {sum(before.values()):,} | {sum(after.values()):,} |"]
+
+
+def section(before: dict, after: dict, scale: list[dict] | None = None) -> list[str]:
     return [HEADING, "",
             "A round over the floor of its work (one exp + ten multiply passes over the game's "
             "rows x actions, timed in the same run as the round); before: the in-process engine "
@@ -71,7 +116,11 @@ def section(before: dict, after: dict) -> list[str]:
             "| agents | game | learner | before: round / floor | before: s a round | "
             "after: round / floor | after: s a round | speed-up | target | met |",
             "|---|---|---|---|---|---|---|---|---|---|", *rows(before, after), "",
-            morning(after)]
+            morning(after), "",
+            *(["pricing, Hedge, at 10^6 agents (`bench_shards.py --one 1000000,SHARDS,6,2,"
+               f"pricing`); before: the issue's figures (the driver of 2 shards then "
+               f"{BEFORE_DRIVER_MB} MB):", "", *scale_rows(scale), ""] if scale else []),
+            *lines_table()]
 
 
 def main() -> None:
@@ -79,8 +128,13 @@ def main() -> None:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--out", type=Path, help="a results file to replace the section in")
+    parser.add_argument("--scale", type=Path, nargs="*", default=[],
+                        help="files of bench_shards.py --one lines")
     args = parser.parse_args()
-    lines = section(json.loads(args.before.read_text()), json.loads(args.after.read_text()))
+    scale = [json.loads(line) for path in args.scale
+             for line in path.read_text().splitlines() if line.startswith("{")]
+    lines = section(json.loads(args.before.read_text()), json.loads(args.after.read_text()),
+                    scale)
     if args.out:
         args.out.write_text(replace_section(args.out.read_text(), lines))
     else:
