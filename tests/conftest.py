@@ -60,10 +60,11 @@ ALONE_MARKERS = {"ray", "cluster", "browser"}
 #: processes or memory, time queries under hard limits, or fork two test runs at a time.
 ALONE_MODULES = {"test_stop.py", "test_faults.py", "test_memory.py", "test_page_attacks.py",
                  "test_mutation_guard.py"}
-#: Fixtures whose tests run together on one worker, beside the machine's group: the session's
-#: quick reproduction (the report's test, and the site built from it with its browser test),
-#: made once there.
-SHARED_FIXTURES = {"quick_reproduction"}
+#: Fixtures whose tests run together on one worker, beside the machine's group, so that each is
+#: made once: the session's quick reproduction (the report's test, and the site built from it
+#: with its browser test) and the benchmarks' quick run (which starts its own Ray: a test of
+#: it marked ``ray`` made it a second time in the machine's group, 75 s).
+SHARED_FIXTURES = {"quick_reproduction": "reproduction", "quick_benchmarks": "benchmarks"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
@@ -72,17 +73,17 @@ def pytest_collection_modifyitems(config, items):
     never starts Ray (tests that start their own Ray in a subprocess are marked by hand).
 
     Under pytest-xdist (the README's ``-n auto --dist loadgroup``), the tests that need the
-    machine alone run one after another on one worker, the quick reproduction's on another,
-    and every other module runs whole on a worker (its module fixtures made once) beside
-    them."""
+    machine alone run one after another on one worker, the users of each shared fixture on
+    one worker (:data:`SHARED_FIXTURES`), and every other module runs whole on a worker (its
+    module fixtures made once) beside them."""
     for item in items:
         if "ray_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.ray)
         alone = (ALONE_MARKERS & {m.name for m in item.iter_markers()}
                  or item.path.name in ALONE_MODULES)
-        shared = SHARED_FIXTURES & set(getattr(item, "fixturenames", ()))
-        group = ("reproduction" if shared else "machine" if alone
-                 else item.nodeid.split("::")[0])
+        shared = [SHARED_FIXTURES[f] for f in getattr(item, "fixturenames", ())
+                  if f in SHARED_FIXTURES]
+        group = shared[0] if shared else "machine" if alone else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
         if config.getoption("loadgroup", False) and "@" not in item.nodeid:
             _in_group(item, group)

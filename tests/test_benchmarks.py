@@ -25,7 +25,7 @@ BENCH = Path(__file__).parents[1] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory) -> dict:
+def quick_benchmarks(tmp_path_factory) -> dict:
     """``run.py --quick`` once: its table (with paper timings given) and every report."""
     folder = tmp_path_factory.mktemp("bench")
     timings = folder / "timings.json"
@@ -42,41 +42,41 @@ def _finite(*values: float) -> bool:
     return all(isinstance(v, float | int) and math.isfinite(v) for v in values)
 
 
-def test_chain_benchmark(quick):
-    report = quick["reports"]["bench_chain"]
+def test_chain_benchmark(quick_benchmarks):
+    report = quick_benchmarks["reports"]["bench_chain"]
     assert _finite(report["kernel"]["ratio_to_raw"], report["mesa"]["speedup"])
     # bounded memory: the traced peak stays far below the noise tensor it simulates
     assert report["memory"]["peak_traced_MiB"] < 0.5 * 1024 * report["memory"]["noise_tensor_GiB"]
 
 
-def test_sar_benchmark(quick):
-    report = quick["reports"]["bench_sar"]
+def test_sar_benchmark(quick_benchmarks):
+    report = quick_benchmarks["reports"]["bench_sar"]
     assert {r["attacker"] for r in report} == {"weak", "strong"}
     assert all(_finite(r["trials_per_s"], r["ratio_to_raw"]) for r in report)
 
 
-def test_ppsp_benchmark(quick):
-    report = quick["reports"]["bench_ppsp"]
+def test_ppsp_benchmark(quick_benchmarks):
+    report = quick_benchmarks["reports"]["bench_ppsp"]
     assert _finite(report["vectorized"]["ratio_to_raw"], report["mesa"]["speedup"])
     memory = report["memory"]
     assert memory["peak_traced_MiB"] < 0.25 * memory["all_steps_would_be_MiB"]
 
 
-def test_pricing_benchmark(quick):
-    report = quick["reports"]["bench_pricing"]
+def test_pricing_benchmark(quick_benchmarks):
+    report = quick_benchmarks["reports"]["bench_pricing"]
     assert _finite(report["solve_eq10_eq11_s"], report["best_response_round_s"],
                    report["vectorised_over_loop"])
 
 
-def test_budget_benchmark(quick):
-    report = quick["reports"]["bench_budget"]
+def test_budget_benchmark(quick_benchmarks):
+    report = quick_benchmarks["reports"]["bench_budget"]
     assert _finite(report["dp_kmeans_point_iterations_per_s"],
                    report["sklearn_lloyd_point_iterations_per_s"],
                    report["ratio_to_sklearn_lloyd"], report["paper_scale_estimated_s_one_core"])
 
 
-def test_apes_benchmark(quick):
-    report = quick["reports"]["bench_apes"]
+def test_apes_benchmark(quick_benchmarks):
+    report = quick_benchmarks["reports"]["bench_apes"]
     r, k = report["round"], report["kernel"]
     assert _finite(report["eon_numerical_s"], report["baseline_numerical_s"],
                    r["ratio_to_exponential"], k["ratio_to_exponential"], k["ratio_to_uniform"])
@@ -91,13 +91,13 @@ def _cells(markdown: str, start: str) -> list[list[str]]:
             for line in markdown.splitlines() if line.startswith(start)]
 
 
-def test_results_table_judges_every_target(quick):
+def test_results_table_judges_every_target(quick_benchmarks):
     """``run.py --quick --paper-timings`` runs every benchmark, and judges each paper-scale
     wall time from the given ``timings.json`` against its target (an experiment under a
     minute, an APES one under 90 s, the total under ten) and names the file it took them
     from; a target not met gets its floor (an APES experiment's draws at the sampler's rate
     the same run measured, beside numpy's standard_exponential rate) or reason."""
-    timings, table = quick["timings"], quick["table"]
+    timings, table = quick_benchmarks["timings"], quick_benchmarks["table"]
     assert f"--paper-timings {timings}" in table
     assert "| `fast` at paper scale (s) | 5 | < 60.0 | yes |" in table
     assert "| `slow` at paper scale (s) | 61 | < 60.0 | no |" in table
@@ -114,8 +114,8 @@ def test_results_table_judges_every_target(quick):
     assert floor == pytest.approx(8.19e9 / rate / os.cpu_count(), rel=0.01, abs=0.5)
 
 
-def test_learning_benchmark(quick):
-    report = quick["reports"]["bench_learning"]
+def test_learning_benchmark(quick_benchmarks):
+    report = quick_benchmarks["reports"]["bench_learning"]
     for learner in ("hedge", "exp3"):
         for game in ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes"):
             figures = report[learner][game]
@@ -124,8 +124,8 @@ def test_learning_benchmark(quick):
                 figures["floor_s"] / figures["round_s"], rel=1e-12)
 
 
-def test_pages_benchmark(quick):
-    report = quick["reports"]["bench_pages"]
+def test_pages_benchmark(quick_benchmarks):
+    report = quick_benchmarks["reports"]["bench_pages"]
     assert _finite(report["start_s"], report["index_s"], report["pages_load_s"],
                    *report["redraw_s"].values())
     assert report["start_s"] <= report["index_s"]
@@ -134,10 +134,10 @@ def test_pages_benchmark(quick):
 
 
 @pytest.mark.ray
-def test_shards_benchmark(quick):
+def test_shards_benchmark(quick_benchmarks):
     """One population over Ray shards reports its time, memory and bytes per round; the
     shards' memory does not grow with the rounds."""
-    report = quick["reports"]["bench_shards"]
+    report = quick_benchmarks["reports"]["bench_shards"]
     rows = report["table"]
     assert {(r["agents"], r["shards"]) for r in rows} == {(3000, 0), (3000, 1), (3000, 2)}
     for r in rows:
@@ -156,9 +156,9 @@ def test_shards_benchmark(quick):
                for r in games)
 
 
-def test_estimates_benchmark(quick):
+def test_estimates_benchmark(quick_benchmarks):
     """Each case's estimate, wall time and their factor (the larger over the smaller)."""
-    report = quick["reports"]["bench_estimates"]
+    report = quick_benchmarks["reports"]["bench_estimates"]
     assert report["cases"]
     for case in report["cases"].values():
         assert _finite(case["estimate_s"], case["actual_s"]) and case["actual_s"] > 0
