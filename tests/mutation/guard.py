@@ -14,6 +14,13 @@ test imports (numpy, scipy, pandas, Mesa, matplotlib, numba, pytest: :data:`WARM
 a fresh interpreter spent about 2.7 s importing them. The guard never imports privgames or the
 tests, so each child imports them from its own copy.
 
+The copies live in slots (one per mutant running at a time), each copy laid afresh at the
+slot's path with the sources' times, and each slot keeps numba's cache: a compiled kernel is
+cached by its file's path and time, so only the mutated file's kernels compile again (every
+kernel a mutant's tests used compiled in every fresh copy: up to 4 s a mutant). A kernel
+calling one of another file would keep that one's old code; none does (``compiled`` kernels
+cannot call each other; ``pricing_kernels``' call only their own module's).
+
 Run ``python tests/mutation/guard.py [--json] [--only ID ...]``: first the named tests on an
 unmutated copy (they must pass, so that a kill is the mutant's doing), then the mutants; the
 slow test ``tests/test_mutation_guard.py`` runs it in ``.ci/run``.
@@ -25,6 +32,7 @@ import argparse
 import importlib
 import json
 import os
+import queue
 import shutil
 import sys
 import tempfile
@@ -92,7 +100,8 @@ WARM = ("numpy", "scipy.optimize", "scipy.stats", "scipy.special", "pandas", "me
 
 def run_tests(tests: tuple[str, ...], package: Path) -> int:
     """pytest's exit status for ``tests`` against the copy at ``package`` (first failure stops
-    it), in a child forked from this process (which must not have imported privgames)."""
+    it; numba's cache beside it), in a child forked from this process (which must not have
+    imported privgames)."""
     assert "privgames" not in sys.modules, "the guard's children would see this privgames"
     pid = os.fork()
     if pid == 0:  # the child: the copy first on the path, here and in what the tests start
@@ -103,6 +112,10 @@ def run_tests(tests: tuple[str, ...], package: Path) -> int:
             os.dup2(quiet, 2)
             os.chdir(ROOT)
             os.environ.pop("RAY_ADDRESS", None)
+            import numba.core.config  # read when a kernel is compiled (numba is imported)
+
+            numba.core.config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"] = str(
+                package.parent / "numba")
             os.environ["PYTHONPATH"] = os.pathsep.join([str(package),
                                                         os.environ.get("PYTHONPATH", "")])
             sys.path.insert(0, str(package))
@@ -120,20 +133,33 @@ def run_tests(tests: tuple[str, ...], package: Path) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
-def run_one(mutant: Mutant) -> dict:
-    """Apply ``mutant`` to a fresh copy and run its tests: ``killed`` when they fail."""
+def lay(slot: Path) -> Path:
+    """A fresh copy of the package in ``slot`` (its numba cache kept)."""
+    shutil.rmtree(slot / "package", ignore_errors=True)
+    return copy_package(slot / "package")
+
+
+def run_one(mutant: Mutant, slots: queue.Queue) -> dict:
+    """Apply ``mutant`` to a fresh copy in a free slot and run its tests: ``killed`` when they
+    fail."""
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="privgames-mutant-") as tmp:
-        package = copy_package(Path(tmp))
+    slot = slots.get()
+    try:
+        package = lay(slot)
         apply(mutant, package)
         status = run_tests(mutant.tests, package)
+    finally:
+        slots.put(slot)
     return {"id": mutant.id, "file": mutant.file, "status": status, "killed": status == 1,
             "seconds": round(time.perf_counter() - start, 1)}
 
 
-def run_all(mutants: list[Mutant], workers: int = 2) -> list[dict]:
-    with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(run_one, mutants))
+def run_all(mutants: list[Mutant], slots: list[Path]) -> list[dict]:
+    free: queue.Queue = queue.Queue()
+    for slot in slots:
+        free.put(slot)
+    with ThreadPoolExecutor(len(slots)) as pool:
+        return list(pool.map(lambda m: run_one(m, free), mutants))
 
 
 def score(results: list[dict]) -> str:
@@ -141,11 +167,13 @@ def score(results: list[dict]) -> str:
     return f"{killed} of {len(results)} mutants killed ({killed / len(results):.0%})"
 
 
-def baseline(mutants: list[Mutant]) -> int:
-    """pytest's exit status for every test the mutants name, on an unmutated copy."""
-    with tempfile.TemporaryDirectory(prefix="privgames-unmutated-") as tmp:
-        return run_tests(tuple(sorted({t for m in mutants for t in m.tests})),
-                         copy_package(Path(tmp)))
+def baseline(mutants: list[Mutant], slots: list[Path]) -> int:
+    """pytest's exit status for every test the mutants name, on an unmutated copy in the first
+    slot (its kernels compiled there; copied to the other slots' caches)."""
+    status = run_tests(tuple(sorted({t for m in mutants for t in m.tests})), lay(slots[0]))
+    for slot in slots[1:]:
+        shutil.copytree(slots[0] / "numba", slot / "numba", dirs_exist_ok=True)
+    return status
 
 
 def main() -> None:
@@ -157,8 +185,10 @@ def main() -> None:
     for name in WARM:
         importlib.import_module(name)
     mutants = [m for m in load() if not args.only or m.id in args.only]
-    unmutated = baseline(mutants)
-    results = run_all(mutants, args.workers)
+    with tempfile.TemporaryDirectory(prefix="privgames-mutants-") as tmp:
+        slots = [Path(tmp) / str(k) for k in range(args.workers)]
+        unmutated = baseline(mutants, slots)
+        results = run_all(mutants, slots)
     if args.json:
         print(json.dumps({"unmutated": unmutated, "score": score(results),
                           "results": results}))
