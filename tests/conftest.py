@@ -64,11 +64,7 @@ ALONE_MODULES = {"test_stop.py", "test_faults.py", "test_memory.py", "test_page_
 #: made once: the session's quick reproduction (the report's test, and the site built from it
 #: with its browser test) and the benchmarks' quick run (which starts its own Ray: a test of
 #: it marked ``ray`` made it a second time in the machine's group, 75 s).
-SHARED_FIXTURES = {"quick_reproduction": "session-ray", "quick_benchmarks": "benchmarks"}
-#: The group of the tests that need nothing alone but the worker's Ray session: with the quick
-#: reproduction, whose worker holds one (a second Ray beside the machine's group's; the engine
-#: matrix and the other session users, about 75 s, were the machine group's).
-SESSION_RAY = "session-ray"
+SHARED_FIXTURES = {"quick_reproduction": "reproduction", "quick_benchmarks": "benchmarks"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
@@ -78,19 +74,16 @@ def pytest_collection_modifyitems(config, items):
 
     Under pytest-xdist (the README's ``-n auto --dist loadgroup``), the tests that need the
     machine alone run one after another on one worker, the users of each shared fixture on
-    one worker (:data:`SHARED_FIXTURES`), those that need only the worker's Ray session with
-    the reproduction (:data:`SESSION_RAY`), and every other module runs whole on a worker (its
+    one worker (:data:`SHARED_FIXTURES`), and every other module runs whole on a worker (its
     module fixtures made once) beside them."""
     for item in items:
-        names = set(getattr(item, "fixturenames", ()))
-        markers = {m.name for m in item.iter_markers()}
-        if "ray_session" in names:  # marked; on the worker's session: not a reason to be alone
+        if "ray_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.ray)
-            markers.discard("ray")
-        alone = ALONE_MARKERS & markers or item.path.name in ALONE_MODULES
-        shared = [group for fixture, group in SHARED_FIXTURES.items() if fixture in names]
-        group = (shared[0] if shared else "machine" if alone
-                 else SESSION_RAY if "ray_session" in names else item.nodeid.split("::")[0])
+        alone = (ALONE_MARKERS & {m.name for m in item.iter_markers()}
+                 or item.path.name in ALONE_MODULES)
+        shared = [SHARED_FIXTURES[f] for f in getattr(item, "fixturenames", ())
+                  if f in SHARED_FIXTURES]
+        group = shared[0] if shared else "machine" if alone else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
         if config.getoption("loadgroup", False) and "@" not in item.nodeid:
             _in_group(item, group)
