@@ -952,6 +952,20 @@ class BayesPricingSlice(GameSlice):
             mode, ref).max()) for name, ref in self.references.items()})
 
 
+@dataclass
+class ChainTables:
+    """One profile's costs in the sequential chain, by user and the prefix it passes on,
+    ``(users, 2m - 1)`` each (:func:`~privgames.mechanisms.bas_sequential.chain_tables`): the
+    total variance, the privacy term and their sum; made from them when first asked for, the
+    rows' ``(rows, m)`` cost table (read only) and each row's best reply's cost."""
+
+    total: NDArray
+    privacy: NDArray
+    cost: NDArray
+    every: NDArray | None = None
+    best: NDArray | None = None
+
+
 class BASSequentialSlice(GameSlice):
     """Users ``[start, stop)`` of the sequential BAS chain (as
     :class:`~privgames.mechanisms.bas_sequential.BASSequentialGame`), in chain order: a row
@@ -1087,18 +1101,16 @@ class BASSequentialSlice(GameSlice):
             total = int(apply_map(f, [total])[0])
         return u, after, total
 
-    def _tables(self, v: NDArray, totals: dict) -> list:
-        """Each user's total variance, privacy term and cost by the prefix it passes on,
-        ``(size, 2m - 1)`` each (:func:`chain_tables`), and places for the rows' cost table
-        and their best replies' costs; the last two profiles' kept (a round asks for its
-        actions' and its last iterate's several times)."""
+    def _tables(self, v: NDArray, totals: dict) -> ChainTables:
+        """The profile's :class:`ChainTables`; the last two profiles' kept (a round asks for
+        its actions' and its last iterate's several times)."""
         _, after, _ = self._around(totals)
         key = (v.tobytes(), after.tobytes())
         if key not in self._cached:
             rest, _ = rest_maps(self._maps(v), after)
             total, privacy = chain_tables(rest, self.alpha, self.step)
             self._cached = {**dict(list(self._cached.items())[-1:]),
-                            key: [total, privacy, total + privacy, None, None]}
+                            key: ChainTables(total, privacy, total + privacy)}
         return self._cached[key]
 
     def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None,
@@ -1108,16 +1120,16 @@ class BASSequentialSlice(GameSlice):
         (``rows``: those of the candidates given)."""
         tables = self._tables(v, totals)
         if candidates is not None:
-            return tables[2][self.user[rows, None], self.entering[rows, None]
-                             + self._indices(np.asarray(candidates))]
-        if tables[3] is None:
+            return tables.cost[self.user[rows, None], self.entering[rows, None]
+                               + self._indices(np.asarray(candidates))]
+        if tables.every is None:
             m = self.ROWS
-            every = np.array(sliding_window_view(tables[2], m, axis=1)).reshape(self.rows, m)
+            every = np.array(sliding_window_view(tables.cost, m, axis=1)).reshape(self.rows, m)
             if self.start == 0:  # the leader's rows: all at state 0
-                every[:m] = tables[2][0, :m]
+                every[:m] = tables.cost[0, :m]
             every.flags.writeable = False
-            tables[3] = every
-        return tables[3]
+            tables.every = every
+        return tables.every
 
     def _round_costs(self, v: NDArray, totals: dict) -> NDArray:
         """The rows on the path (1 a user) from their users' windows, 0 elsewhere: one table
@@ -1154,7 +1166,8 @@ class BASSequentialSlice(GameSlice):
     def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:
         """One release a round: the accuracy term is ``S chi^2_d / d``."""
-        total, privacy = self._tables(v, totals)[:2]
+        tables = self._tables(v, totals)
+        total, privacy = tables.total, tables.privacy
         at = self.user, self.entering + self._indices(v)
         total, privacy = total[at], privacy[at]
         chi = common.chisquare(self.c.d, rows) / self.c.d
@@ -1164,15 +1177,15 @@ class BASSequentialSlice(GameSlice):
         """Every row's cost and its best reply at its state, on the path or not (the best
         kept with the profile's tables: a measurement asks twice)."""
         tables = self._tables(v, totals)
-        if tables[4] is None:  # a row's best: the smallest of its window of prefixes
-            cost, m = tables[2], self.ROWS
+        if tables.best is None:  # a row's best: the smallest of its window of prefixes
+            cost, m = tables.cost, self.ROWS
             best = cost[:, :m].copy()
             for a in range(1, m):
                 np.minimum(best, cost[:, a:a + m], out=best)
             if self.start == 0:  # the leader's rows: all at state 0
                 best[0] = best[0, 0]
-            tables[4] = best.ravel()
-        return self._costs(v, totals, v[:, None])[:, 0], tables[4]
+            tables.best = best.ravel()
+        return self._costs(v, totals, v[:, None])[:, 0], tables.best
 
     def _deviation(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
         """On the path: each playing row's cost and its best reply at its state (0 and 0 off
