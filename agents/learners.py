@@ -46,7 +46,6 @@ regret after ``T`` rounds on costs in ``[0, 1]``, ``None`` where there is none.
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -119,7 +118,7 @@ def resolve_feedback(learner: str, feedback: str) -> str:
     return kinds[0] if feedback == "auto" else feedback
 
 
-class GridLearner(ABC):
+class GridLearner:
     """``n`` agents, each choosing an action of ``grid`` every round, their states in arrays.
 
     Attributes:
@@ -133,6 +132,8 @@ class GridLearner(ABC):
         moved, unranked: the agents that observed since the strategies were last drawn, and
             since the last :meth:`mode` (the others' states did not change: a learner's state
             changes only through :meth:`observe`).
+        next_weights, fresh: the exponential-weights learners' next strategies, taken in
+            the pass that observes, and the agents whose row of it is their strategy now.
     """
 
     #: The feedback kinds this learner can use.
@@ -161,6 +162,8 @@ class GridLearner(ABC):
         self.moved = np.ones(self.agents, dtype=bool)  # observed since the weights' last draw
         self.unranked = np.ones(self.agents, dtype=bool)  # and since the last :meth:`mode`
         self.lowest: NDArray | None = None
+        self.next_weights: NDArray | None = None
+        self.fresh = np.zeros(self.agents, dtype=bool)  # next_weights holds their strategy
         self._mapped: NDArray | None = None
         self.start = None if start is None else _start_indices(start, self.agents, self.m)
 
@@ -224,10 +227,7 @@ class GridLearner(ABC):
             if c.shape != (self.agents, self.m):
                 raise ConfigError(f"full-information feedback must have shape ({self.agents}, "
                                   f"{self.m}), got {c.shape}")
-            if self._mapped is None:  # one (n, m) buffer for every round's units
-                self._mapped = np.empty((self.agents, self.m))
-            self._update(_map_full(np.ascontiguousarray(c), self.span, active, self._mapped),
-                         active)
+            self._observe_full(np.ascontiguousarray(c), active)
         else:
             if c.shape != (self.agents,):
                 raise ConfigError(f"bandit feedback must be one realized cost per agent, "
@@ -235,10 +235,18 @@ class GridLearner(ABC):
             mapped = np.clip((c - self.low) / (self.high - self.low), 0.0, 1.0)
             self._update(np.where(active, mapped, 0.0), active)
 
-    @abstractmethod
+    def _observe_full(self, costs: NDArray, active: NDArray) -> None:
+        """Full-information costs into the learner's units (one ``(n, m)`` buffer for every
+        round), then :meth:`_update`."""
+        if self._mapped is None:
+            self._mapped = np.empty((self.agents, self.m))
+        self._update(_map_full(costs, self.span, active, self._mapped), active)
+
     def _update(self, costs: NDArray, active: NDArray) -> None:
         """Update from costs already mapped to ``[0, 1]`` (zero for the agents not
-        ``active``, which leaves the no-regret learners' states unchanged)."""
+        ``active``, which leaves the no-regret learners' states unchanged); Hedge learns
+        from the costs themselves (:meth:`_observe_full`)."""
+        raise NotImplementedError
 
     def regret_bound(self, T: int) -> float | None:
         """A bound on each agent's expected total external regret after ``T`` rounds (costs in
@@ -276,31 +284,64 @@ def _per_agent(name: str, value: ArrayLike, n: int, positive: bool = True) -> ND
 
 def _softmin(cumulative: NDArray, eta: float) -> NDArray:
     """Each row's ``exp(-eta (L - min L))``, normalised: exponential weights, compiled
-    (:func:`_softmin_into`)."""
-    return _softmin_into(cumulative, eta, np.empty(cumulative.shape),
-                         np.ones(len(cumulative), dtype=np.bool_))
+    (:func:`_learn_rows`)."""
+    p = np.empty(cumulative.shape)
+    _learn_rows(cumulative, eta, p, _NO_ROWS, np.ones(len(cumulative), dtype=np.bool_),
+                _NONE, _NO_SPAN, False, False, True)
+    return p
+
+
+def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray,
+           costs: NDArray | None = None) -> None:
+    """The exponential-weights learners' update in one compiled pass over the rows that
+    observed (:func:`_learn_rows`): full-information ``costs`` (Hedge) added to the losses in
+    the learner's units, then each row's action of the smallest loss (:meth:`GridLearner.mode`)
+    and its next strategy, kept in ``next_weights`` until the next draw takes them
+    (``drawn_from`` keeps this round's for the analyst)."""
+    n, m = losses.shape
+    if learner.lowest is None:
+        learner.lowest = np.zeros(n, dtype=np.int64)
+        learner.unranked[:] = True
+    if learner.next_weights is None:
+        learner.next_weights = np.empty((n, m))
+    _learn_rows(losses, learner.eta, learner.next_weights, learner.lowest, active,
+                _NONE if costs is None else costs, learner.span, True, True, True)
+    learner.unranked &= ~active
+    learner.fresh |= active
 
 
 def _drawn_weights(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
-    """The exponential weights of ``losses`` kept in ``drawn_from``: every row's the first
-    time, then only those of the rows that observed since (a row that did not play kept its
-    losses, so its strategy: in bas-sequential 1 row in 21 plays a round, in pricing-bayes 1
-    in 2)."""
+    """The exponential weights of ``losses`` kept in ``drawn_from``: the rows that observed
+    since take theirs from ``next_weights`` (all of them: the two arrays trade places), the
+    others keep theirs (a row that did not play kept its losses, so its strategy: in
+    bas-sequential 1 row in 21 plays a round, in pricing-bayes 1 in 2); any other row that
+    moved is weighed again."""
     if learner.drawn_from is None:
         learner.drawn_from = np.empty((learner.agents, learner.m))
         learner.moved[:] = True
-    _softmin_into(losses, learner.eta, learner.drawn_from, learner.moved)
+    if learner.fresh.all():
+        learner.drawn_from, learner.next_weights = learner.next_weights, learner.drawn_from
+    elif learner.fresh.any():
+        np.copyto(learner.drawn_from, learner.next_weights, where=learner.fresh[:, None])
+    learner.moved &= ~learner.fresh
+    if learner.moved.any():
+        _learn_rows(losses, learner.eta, learner.drawn_from, _NO_ROWS, learner.moved, _NONE,
+                    _NO_SPAN, False, False, True)
     learner.moved[:] = False
+    learner.fresh[:] = False
     return learner.drawn_from
 
 
 def _lowest(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
     """Each row's action of the smallest ``losses`` (:func:`_row_argmin`), kept as
-    :func:`_drawn_weights` keeps the weights: taken again for the rows that observed since."""
+    :func:`_drawn_weights` keeps the weights: taken again for the rows that observed since
+    and were not ranked in :func:`_learn`."""
     if learner.lowest is None:
         learner.lowest = np.zeros(learner.agents, dtype=np.int64)
         learner.unranked[:] = True
-    _row_argmin_into(losses, learner.lowest, learner.unranked)
+    if learner.unranked.any():
+        _learn_rows(losses, 0.0, _NONE, learner.lowest, learner.unranked, _NONE, _NO_SPAN,
+                    False, True, False)
     learner.unranked[:] = False
     return learner.lowest.copy()
 
@@ -319,66 +360,111 @@ _P1, _P2, _P3, _P4, _P5 = (1.66666666666666019037e-01, -2.77777777770155933842e-
 _TWO_TO = 2.0 ** np.arange(-1077.0, 1.0)  # 2^k for k = -1077 .. 0
 #: The smallest exponent taken (``exp`` of anything below is 0 in float64).
 _EXP_FLOOR = -745.5
+#: :func:`_learn_rows`' arguments for a part it does not take (no costs, no ranks).
+_NONE, _NO_ROWS, _NO_SPAN = np.zeros((0, 0)), np.zeros(0, dtype=np.int64), np.zeros(0)
 
 
 @compiled
-def _softmin_into(cumulative: NDArray, eta: float, p: NDArray, rows: NDArray) -> NDArray:
-    """Blocks of rows: their exponents (``<= 0``) into one buffer, fdlibm's ``exp`` over it
-    in one vectorized loop, then each row normalised. A row's minimum and sum run in four
-    lanes (one chain per row would wait on each operation)."""
-    n, m = cumulative.shape
+def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: NDArray,
+                costs: NDArray, span: NDArray, add: bool, rank: bool, weigh: bool) -> None:
+    """One pass over the ``rows``, a block at a time while it is in cache:
+
+    * ``costs`` (full information, ``(n, m)``; empty: none) in the learner's units, each
+      row less its smallest (NaN counts as ``inf``), over its ``span``, capped at 1, added to
+      ``losses`` (``add``) or written over them (0 in a row not taken);
+    * ``rank``: each row's action of the smallest loss into ``lowest``, as numpy's
+      ``argmin`` takes it (the first of equal smallest, a NaN first of all);
+    * ``weigh``: each row's exponential weights ``exp(-eta (L - min L))``, normalised, into
+      ``p``: the block's exponents into one buffer, fdlibm's ``exp`` over it in one
+      vectorized loop, then each row normalised. A row's minimum and sum run in four lanes
+      (one chain per row would wait on each operation).
+    """
+    n, m = losses.shape
+    units = costs.shape[0] == n
     block = max(1, 4096 // m)
     x = np.empty(block * m)
+    lows = np.empty(block)  # each row's smallest loss
     for start in range(0, n, block):
         stop = min(n, start + block)
         count = 0
         for i in range(start, stop):
             if not rows[i]:
+                if units and not add:
+                    for j in range(m):
+                        losses[i, j] = 0.0
                 continue
-            l0 = l1 = l2 = l3 = cumulative[i, 0]
-            for j in range(1, 1 + 4 * ((m - 1) // 4), 4):
-                l0, l1 = min(l0, cumulative[i, j]), min(l1, cumulative[i, j + 1])
-                l2, l3 = min(l2, cumulative[i, j + 2]), min(l3, cumulative[i, j + 3])
-            for j in range(1 + 4 * ((m - 1) // 4), m):
-                l0 = min(l0, cumulative[i, j])
-            low = min(min(l0, l1), min(l2, l3))
-            for j in range(m):
-                x[count + j] = max(-eta * (cumulative[i, j] - low), _EXP_FLOOR)
-            count += m
-        for q in range(count):
-            v = x[q]
-            k = np.rint(v * _INV_LN2)
-            hi = v - k * _LN2_HI
-            lo = k * _LN2_LO
-            r = hi - lo
-            t = r * r
-            c = r - t * (_P1 + t * (_P2 + t * (_P3 + t * (_P4 + t * _P5))))
-            x[q] = (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * _TWO_TO[int(k) + 1077]
+            if units:
+                low = np.inf
+                for j in range(m):
+                    c = costs[i, j]
+                    if c == c and c < low:
+                        low = c
+                for j in range(m):
+                    c = costs[i, j]
+                    u = ((np.inf if c != c else c) - low) / span[i]
+                    u = 1.0 if u > 1.0 else u
+                    if add:
+                        losses[i, j] += u
+                    else:
+                        losses[i, j] = u
+            if weigh:
+                l0 = l1 = l2 = l3 = losses[i, 0]
+                for j in range(1, 1 + 4 * ((m - 1) // 4), 4):
+                    l0, l1 = min(l0, losses[i, j]), min(l1, losses[i, j + 1])
+                    l2, l3 = min(l2, losses[i, j + 2]), min(l3, losses[i, j + 3])
+                for j in range(1 + 4 * ((m - 1) // 4), m):
+                    l0 = min(l0, losses[i, j])
+                low = lows[i - start] = min(min(l0, l1), min(l2, l3))
+                for j in range(m):
+                    x[count + j] = max(-eta * (losses[i, j] - low), _EXP_FLOOR)
+                count += m
+        if weigh:
+            for q in range(count):
+                v = x[q]
+                k = np.rint(v * _INV_LN2)
+                hi = v - k * _LN2_HI
+                lo = k * _LN2_LO
+                r = hi - lo
+                t = r * r
+                c = r - t * (_P1 + t * (_P2 + t * (_P3 + t * (_P4 + t * _P5))))
+                x[q] = (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * _TWO_TO[int(k) + 1077]
+        if not (rank or weigh):
+            continue
         count = 0
         for i in range(start, stop):
             if not rows[i]:
                 continue
-            s0 = s1 = s2 = s3 = 0.0
-            for j in range(0, 4 * (m // 4), 4):
-                s0, s1 = s0 + x[count + j], s1 + x[count + j + 1]
-                s2, s3 = s2 + x[count + j + 2], s3 + x[count + j + 3]
-            for j in range(4 * (m // 4), m):
-                s0 += x[count + j]
-            total = (s0 + s1) + (s2 + s3)
-            for j in range(m):
-                p[i, j] = x[count + j] / total
-            count += m
-    return p
-
-
-@compiled
-def _add_rows(total: NDArray, costs: NDArray, rows: NDArray) -> None:
-    """``total += costs`` on the ``rows`` (the others' costs are 0)."""
-    n, m = total.shape
-    for i in range(n):
-        if rows[i]:
-            for j in range(m):
-                total[i, j] += costs[i, j]
+            total = np.nan
+            if weigh:
+                s0 = s1 = s2 = s3 = 0.0
+                for j in range(0, 4 * (m // 4), 4):
+                    s0, s1 = s0 + x[count + j], s1 + x[count + j + 1]
+                    s2, s3 = s2 + x[count + j + 2], s3 + x[count + j + 3]
+                for j in range(4 * (m // 4), m):
+                    s0 += x[count + j]
+                total = (s0 + s1) + (s2 + s3)
+                for j in range(m):
+                    p[i, j] = x[count + j] / total
+                count += m
+            if not rank:
+                continue
+            if total == total:  # no NaN among the losses (it would make the sum NaN)
+                j = 0
+                while losses[i, j] != lows[i - start]:
+                    j += 1
+                lowest[i] = j
+                continue
+            lowest[i] = 0
+            low = losses[i, 0]
+            if low == low:
+                for j in range(1, m):
+                    c = losses[i, j]
+                    if c != c:
+                        lowest[i] = j
+                        break
+                    if c < low:
+                        low = c
+                        lowest[i] = j
 
 
 @compiled
@@ -394,27 +480,9 @@ def _importance_weighted(estimates: NDArray, played: NDArray, costs: NDArray,
 def _row_argmin(x: NDArray) -> NDArray:
     """Each row's ``argmin`` as numpy takes it (the first of equal smallest, a NaN first of
     all), in one compiled pass over the rows (numpy's reduction over short rows is slower)."""
-    return _row_argmin_into(x, np.zeros(len(x), dtype=np.int64), np.ones(len(x), np.bool_))
-
-
-@compiled
-def _row_argmin_into(x: NDArray, out: NDArray, rows: NDArray) -> NDArray:
-    n, m = x.shape
-    for i in range(n):
-        if not rows[i]:
-            continue
-        out[i] = 0
-        low = x[i, 0]
-        if low != low:
-            continue
-        for j in range(1, m):
-            c = x[i, j]
-            if c != c:
-                out[i] = j
-                break
-            if c < low:
-                low = c
-                out[i] = j
+    out = np.zeros(len(x), dtype=np.int64)
+    _learn_rows(x, 0.0, _NONE, out, np.ones(len(x), np.bool_), _NONE, _NO_SPAN, False, True,
+                False)
     return out
 
 
@@ -434,25 +502,10 @@ def _draw(p: NDArray, u: NDArray) -> NDArray:
     return out
 
 
-@compiled
 def _map_full(costs: NDArray, span: NDArray, active: NDArray, out: NDArray) -> NDArray:
-    """Full-information costs in ``[0, 1]`` into ``out``: each row less its smallest (NaN
-    counts as ``inf``), over its span, capped at 1; 0 for a row that did not play."""
-    n, m = costs.shape
-    for i in range(n):
-        if not active[i]:
-            for j in range(m):
-                out[i, j] = 0.0
-            continue
-        low = np.inf
-        for j in range(m):
-            c = costs[i, j]
-            if c == c and c < low:
-                low = c
-        for j in range(m):
-            c = costs[i, j]
-            x = ((np.inf if c != c else c) - low) / span[i]
-            out[i, j] = 1.0 if x > 1.0 else x
+    """Full-information costs in ``[0, 1]`` into ``out`` (:func:`_learn_rows`' units); 0 for
+    a row that did not play."""
+    _learn_rows(out, 0.0, _NONE, _NO_ROWS, active, costs, span, False, False, False)
     return out
 
 
@@ -484,8 +537,9 @@ class Hedge(GridLearner):
     def mode(self) -> NDArray:
         return _lowest(self, self.cumulative)  # the weights fall with the cumulative cost
 
-    def _update(self, costs: NDArray, active: NDArray) -> None:
-        _add_rows(self.cumulative, costs, active)
+    def _observe_full(self, costs: NDArray, active: NDArray) -> None:
+        _learn(self, self.cumulative, active, costs)
+
 
     def regret_bound(self, T: int) -> float | None:
         """``ln m / eta + eta T / 8``: Hedge's bound with a fixed step, valid at every round
@@ -525,6 +579,7 @@ class EXP3(GridLearner):
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
         _importance_weighted(self.estimates, self.last, costs, self.drawn_from)
+        _learn(self, self.estimates, active)
 
     def regret_bound(self, T: int) -> float | None:
         """``ln m / eta + eta m T / 2``: EXP3's expected-regret bound with a fixed step, at

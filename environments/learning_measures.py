@@ -69,13 +69,25 @@ def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lo
                 units = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
                 grid[0, i, j] += units
                 grid[1, i, j] += c
-                for u in range(2):  # the smallest sum, NaN taken as smallest
-                    g = grid[u, i, j]
-                    if j == 0 or g < lows[u, i] or g != g:
-                        lows[u, i] = g
                 if mixed_strategy and p[i, j] > 0.0:
                     expected += p[i, j] * units
                     expected_game += p[i, j] * c
+            for u in range(2):  # the smallest sum, NaN taken as smallest, in four lanes (a
+                # sum from +0.0 is never -0.0: the lanes give the first smallest's bits)
+                l0 = l1 = l2 = l3 = grid[u, i, 0]
+                for j in range(1, 1 + 4 * ((m - 1) // 4), 4):
+                    g0, g1 = grid[u, i, j], grid[u, i, j + 1]
+                    g2, g3 = grid[u, i, j + 2], grid[u, i, j + 3]
+                    l0 = g0 if g0 < l0 or g0 != g0 else l0
+                    l1 = g1 if g1 < l1 or g1 != g1 else l1
+                    l2 = g2 if g2 < l2 or g2 != g2 else l2
+                    l3 = g3 if g3 < l3 or g3 != g3 else l3
+                for j in range(1 + 4 * ((m - 1) // 4), m):
+                    g0 = grid[u, i, j]
+                    l0 = g0 if g0 < l0 or g0 != g0 else l0
+                l0 = l1 if l1 < l0 or l1 != l1 else l0
+                l2 = l3 if l3 < l2 or l3 != l3 else l2
+                lows[u, i] = l2 if l2 < l0 or l2 != l2 else l0
             if mixed_strategy:
                 mixed[0, i] += expected
                 mixed[1, i] += expected_game

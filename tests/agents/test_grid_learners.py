@@ -214,7 +214,7 @@ def test_the_compiled_kernels_are_their_written_out_forms():
     """Exponential weights, the draw from a mixed strategy, the full-information units and
     the rows' argmin, each against numpy on random rows (NaN and infinite costs among
     them)."""
-    from privgames.agents.learners import _draw, _map_full, _row_argmin, _softmin
+    from privgames.agents.learners import _draw, _learn_rows, _map_full, _row_argmin, _softmin
 
     rng = np.random.default_rng(2)
     cumulative = rng.normal(0.0, 5.0, (50, 9))
@@ -237,6 +237,32 @@ def test_the_compiled_kernels_are_their_written_out_forms():
     ties[rng.random(ties.shape) < 0.05] = np.inf
     ties[rng.random(ties.shape) < 0.02] = -np.inf
     np.testing.assert_array_equal(_row_argmin(ties), np.argmin(ties, axis=1))
+    # ... and where the learners take it, in the pass that also weighs (rows with a NaN, an
+    # infinity or neither)
+    lowest, weights = np.full(400, -1), np.empty(ties.shape)
+    _learn_rows(ties, 0.3, weights, lowest, np.ones(400, np.bool_), np.zeros((0, 0)),
+                np.zeros(0), False, True, True)
+    np.testing.assert_array_equal(lowest, np.argmin(ties, axis=1))
+    np.testing.assert_array_equal(weights, _softmin(ties, 0.3))
+
+
+@pytest.mark.parametrize("kind", [Hedge, EXP3])
+def test_the_last_iterate_is_the_first_smallest_loss_among_ties(kind):
+    """Costs on a coarse lattice make equal losses: the last iterate the learner ranks while
+    it observes is numpy's argmin of its losses (the first of equal smallest), and the
+    strategy it draws from is its losses' exponential weights."""
+    rng = np.random.default_rng(8)
+    n, m = 300, 7
+    learner = kind(np.arange(m, dtype=float), n, 20)
+    for _ in range(6):
+        learner.act(rng)
+        costs = rng.integers(0, 2, (n, m)) / 2.0
+        learner.observe(costs if kind is Hedge else costs[:, 0])
+        losses = learner.cumulative if kind is Hedge else learner.estimates
+        assert (np.sum(losses == losses.min(axis=1, keepdims=True), axis=1) > 1).any()
+        np.testing.assert_array_equal(learner.mode(), np.argmin(losses, axis=1))
+    learner.act(rng)
+    np.testing.assert_array_equal(learner.drawn_from, learner.probabilities())
 
 
 @pytest.mark.parametrize("kind", [Hedge, EXP3])
