@@ -205,7 +205,7 @@ class GridLearner:
         """:meth:`GridLearner.act` with the agents' uniforms given (``(n,)``; a population split
         over shards draws them by blocks of agents, :mod:`privgames.environments.shards`)."""
         p = self.drawn_from = self._drawn_strategies()
-        self.last = _draw(p, u)
+        self.last = _draw(p, u, np.empty(len(p), dtype=np.int64))
         return self.grid[self.last]
 
     def _drawn_strategies(self) -> NDArray:
@@ -487,11 +487,10 @@ def _row_argmin(x: NDArray) -> NDArray:
 
 
 @compiled
-def _draw(p: NDArray, u: NDArray) -> NDArray:
-    """Each row's action index drawn with its uniform ``u``: the number of actions whose
-    cumulative probability is below ``u`` (the last action at most)."""
+def _draw(p: NDArray, u: NDArray, out: NDArray) -> NDArray:
+    """Each row's action index drawn with its uniform ``u`` into ``out``: the number of
+    actions whose cumulative probability is below ``u`` (the last action at most)."""
     n, m = p.shape
-    out = np.empty(n, dtype=np.int64)
     for i in range(n):
         cumulative, k = 0.0, 0
         for j in range(m):

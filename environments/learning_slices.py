@@ -89,6 +89,7 @@ from privgames.mechanisms.learning_games import (
     ppsp_realized,
     relative_gain,
     release_loss,
+    row_least,
     scales_from,
     snap_to,
     type_profiles,
@@ -175,9 +176,11 @@ class GameSlice:
         """What the others' costs need of these agents' actions ``v`` (names ``prefix``ed)."""
         raise NotImplementedError
 
-    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None,
+               lowest: bool = False) -> NDArray:
         """Each agent's cost of each candidate (default: the grid), the others playing ``v``
-        (whose aggregates are ``totals``)."""
+        (whose aggregates are ``totals``); ``lowest``: each agent's smallest of them, as
+        numpy's ``min`` (the compiled tables take it without the table)."""
         raise NotImplementedError
 
     def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
@@ -209,7 +212,7 @@ class GameSlice:
 
     def _deviation(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
         """Each agent's cost at ``v`` and its best on the grid against it."""
-        return self._costs(v, totals, v[:, None])[:, 0], self._costs(v, totals).min(axis=1)
+        return self._costs(v, totals, v[:, None])[:, 0], self._costs(v, totals, lowest=True)
 
     def _begin_round(self) -> None:
         """What is drawn before a round is played (pricing-bayes: the clients' types)."""
@@ -543,7 +546,8 @@ class PricingSlice(GameSlice):
                               "outside": block_sums(~inside, self.start)})
         return partials
 
-    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None,
+               lowest: bool = False) -> NDArray:
         """Each client's expected cost of each candidate from the totals: eq (5) and the
         expected penalty. Where the actions and candidates are the grid's levels (a round's,
         always), a client's rest of the aggregate is one of the grid's few: its accuracy
@@ -567,13 +571,21 @@ class PricingSlice(GameSlice):
                     pricing.aggregate_parts(self.grid, self.c.aggregation), totals["parts"],
                     infinite)
                 d, e = accuracy_table(self.grid, rests, L_F, self.mle, self.n)
-                return grid_costs(action, columns, self.grid, d, e, self.alpha, self.beta,
-                                  others, kappa, c, S, self.n)
+
+                def fill(rows: slice, out: NDArray) -> NDArray:
+                    return grid_costs(action[rows], columns if len(columns) == 1
+                                      else columns[rows], self.grid, d, e, self.alpha[rows],
+                                      self.beta[rows], others[rows], kappa, c, S, self.n, out)
+
+                k = columns.shape[1]
+                return (row_least(fill, v.size, k) if lowest
+                        else fill(slice(None), np.empty((v.size, k))))
             rest = pricing.rest_from_total(pricing.aggregate_parts(v, self.c.aggregation),
                                            totals["parts"], infinite)[:, None]
             cost = pricing.own_cost(cand, rest, self.alpha[:, None], *GAME,
                                     self.c.aggregation, self.beta[:, None], self.n)
-        return cost + others[:, None]
+        cost = cost + others[:, None]
+        return cost.min(axis=1) if lowest else cost
 
     def _levels(self, values: NDArray) -> NDArray | None:
         """The grid indices of ``values`` (same shape), or None if one is off the grid."""
@@ -653,10 +665,11 @@ class BASSlice(GameSlice):
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
         return Partials(gathered={f"{prefix}blocks": block_sums(v, self.start)})
 
-    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None,
+               lowest: bool = False) -> NDArray:
         blocks = totals["blocks"]
         return bas_costs(v, blocks.sum(), exclusive_scan(v, self.start, blocks), self.alpha,
-                         self.grid[None, :] if candidates is None else candidates)
+                         self.grid[None, :] if candidates is None else candidates, lowest)
 
     def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:
@@ -682,8 +695,10 @@ class SARSlice(GameSlice):
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
         return Partials({f"{prefix}count": block_sums(v, self.start)})
 
-    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
-        return self.game.costs_given(v, totals["count"], candidates)
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None,
+               lowest: bool = False) -> NDArray:
+        costs = self.game.costs_given(v, totals["count"], candidates)
+        return costs.min(axis=1) if lowest else costs  # two actions: the table is small
 
     def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:
@@ -767,10 +782,11 @@ class PPSPSlice(GameSlice):
     def _extremes(self, totals: dict) -> tuple[NDArray, NDArray]:
         return np.sort(totals["largest"])[-2:], np.sort(totals["smallest"])[:2]
 
-    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
+    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None,
+               lowest: bool = False) -> NDArray:
         largest, smallest = self._extremes(totals)
         return ppsp_costs(v, largest, smallest, self.weights, self.args,
-                          self.grid[None, :] if candidates is None else candidates)
+                          self.grid[None, :] if candidates is None else candidates, lowest)
 
     def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:

@@ -254,34 +254,72 @@ def bas_grid(beta_max: float, grid_points: int, grid: ArrayLike | None) -> NDArr
 
 
 def bas_costs(v: NDArray, total: float, upstream: NDArray, alpha: NDArray,
-              candidates: NDArray) -> NDArray:
+              candidates: NDArray, lowest: bool = False) -> NDArray:
     """:meth:`BASGame.costs` of the agents ``v`` from the profile's total and each agent's
     upstream variance (the sum of those before it), so that a shard of the chain computes
     them: ``C_k = (total - v_k) + x + alpha_k (upstream_k + x)^(-1/2)`` for each candidate
     ``x`` (eq 14; ``candidates`` ``(1, m)`` for every agent or ``(n, k)`` per agent; the
-    privacy term is 0 where ``alpha_k = 0``), in one compiled pass."""
+    privacy term is 0 where ``alpha_k = 0``), in one compiled pass; ``lowest``: each agent's
+    smallest (:func:`row_least`)."""
     v = np.asarray(v, dtype=float)
-    return _bas_costs(v, float(total), np.asarray(upstream, dtype=float),
-                      np.asarray(alpha, dtype=float), per_agent(candidates, v.size))
-
-
-def per_agent(candidates: ArrayLike, n: int) -> NDArray:
-    """Candidates ``(1, k)`` for every agent or ``(n, k)`` per agent as an ``(n, k)`` view
-    (no copy), for the compiled cost tables."""
     c = np.atleast_2d(np.asarray(candidates, dtype=float))
-    return np.broadcast_to(c, (n, c.shape[1]))
+    upstream, alpha = np.asarray(upstream, dtype=float), np.asarray(alpha, dtype=float)
+
+    def fill(rows: slice, out: NDArray) -> NDArray:
+        _bas_costs(v[rows], float(total), upstream[rows], alpha[rows],
+                   c if len(c) == 1 else c[rows], out)
+        return out
+
+    return row_least(fill, v.size, c.shape[1]) if lowest else fill(
+        slice(None), np.empty((v.size, c.shape[1])))
+
+
+def row_least(fill: Callable[[slice, NDArray], NDArray], n: int, k: int) -> NDArray:
+    """Each of ``n`` rows' smallest entry (as numpy's ``min``: a NaN wins) of a ``(n, k)``
+    table that ``fill(rows, out)`` writes a block of rows at a time into a cache-sized
+    buffer: the table is never whole (at 10^6 agents it would be 168 MB to write, read and
+    fault in)."""
+    block = max(1, 32768 // k)
+    buffer, least = np.empty((min(block, n), k)), np.empty(n)
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        _row_least(fill(slice(start, stop), buffer[:stop - start]), least[start:stop])
+    return least
 
 
 @compiled
-def _bas_costs(v, total, upstream, alpha, candidates):
-    n, k = candidates.shape
-    out = np.empty((n, k))
+def _row_least(table, least):
+    """Each row's smallest, NaN first, in four lanes (the value is numpy's ``min``'s; of
+    ``-0.0`` and ``0.0`` in one row the first lane's)."""
+    n, k = table.shape
     for i in range(n):
-        for j in range(k):
-            x = candidates[i, j]
-            privacy = alpha[i] / np.sqrt(upstream[i] + x) if alpha[i] > 0 else 0.0
-            out[i, j] = (total - v[i]) + x + privacy
-    return out
+        l0 = l1 = l2 = l3 = table[i, 0]
+        for j in range(1, 1 + 4 * ((k - 1) // 4), 4):
+            g0, g1, g2, g3 = table[i, j], table[i, j + 1], table[i, j + 2], table[i, j + 3]
+            l0 = g0 if g0 < l0 or g0 != g0 else l0
+            l1 = g1 if g1 < l1 or g1 != g1 else l1
+            l2 = g2 if g2 < l2 or g2 != g2 else l2
+            l3 = g3 if g3 < l3 or g3 != g3 else l3
+        for j in range(1 + 4 * ((k - 1) // 4), k):
+            g0 = table[i, j]
+            l0 = g0 if g0 < l0 or g0 != g0 else l0
+        l0 = l1 if l1 < l0 or l1 != l1 else l0
+        l2 = l3 if l3 < l2 or l3 != l3 else l2
+        least[i] = l2 if l2 < l0 or l2 != l2 else l0
+
+
+@compiled
+def _bas_costs(v, total, upstream, alpha, candidates, out):
+    n, k = v.size, candidates.shape[1]
+    for i in range(n):
+        row = candidates[0] if candidates.shape[0] == 1 else candidates[i]
+        a, u, base, o = alpha[i], upstream[i], total - v[i], out[i]
+        if a > 0:
+            for j in range(k):
+                o[j] = base + row[j] + a / np.sqrt(u + row[j])
+        else:
+            for j in range(k):
+                o[j] = base + row[j] + 0.0
 
 
 def bas_realized(own: NDArray, total: ArrayLike, chisquare: ArrayLike, d: int) -> NDArray:
@@ -391,31 +429,39 @@ def ppsp_grid(lo: float, hi: float, grid_points: int, grid: ArrayLike | None) ->
 
 
 def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray,
-               args: tuple, candidates: NDArray) -> NDArray:
+               args: tuple, candidates: NDArray, lowest: bool = False) -> NDArray:
     """Theorem 4's weighted cost of each candidate ``c`` for the nodes ``v``, from the
     profile's two largest and two smallest values (in increasing order), so that a shard of
-    the ring computes them: each node's others' largest and smallest ``c``, then the cost."""
+    the ring computes them: each node's others' largest and smallest ``c``, then the cost;
+    ``lowest``: each node's smallest (:func:`row_least`)."""
     high = np.where(v == largest[-1], largest[-2], largest[-1])  # the others' largest
     low = np.where(v == smallest[0], smallest[1], smallest[0])  # and smallest
     n = args[0]  # ppsp.tradeoff_cost's three coefficients, then one compiled pass
     coefficients = np.array([math.pi * n * math.sqrt(n / 6.0), math.pi**2 * n**2 / 3.0,
                              ppsp.tradeoff_cost(0.0, 1.0, 0.0, 0.0, 1.0, *args)])
-    return _ppsp_costs(high, low, np.ascontiguousarray(weights, dtype=float), coefficients,
-                       per_agent(candidates, high.size))
+    c = np.atleast_2d(np.asarray(candidates, dtype=float))
+    weights = np.ascontiguousarray(weights, dtype=float)
+
+    def fill(rows: slice, out: NDArray) -> NDArray:
+        _ppsp_costs(high[rows], low[rows], weights[rows], coefficients,
+                    c if len(c) == 1 else c[rows], out)
+        return out
+
+    return row_least(fill, high.size, c.shape[1]) if lowest else fill(
+        slice(None), np.empty((high.size, c.shape[1])))
 
 
 @compiled
-def _ppsp_costs(high, low, weights, coefficients, candidates):
-    n, k = candidates.shape
-    out = np.empty((n, k))
+def _ppsp_costs(high, low, weights, coefficients, candidates, out):
+    n, k = high.size, candidates.shape[1]
     for i in range(n):
+        row = candidates[0] if candidates.shape[0] == 1 else candidates[i]
         for j in range(k):
-            c = candidates[i, j]
+            c = row[j]
             c_max, c_min = max(high[i], c), min(low[i], c)
             out[i, j] = (weights[i, 0] * c_max * coefficients[0]
                          + weights[i, 1] * (c_max * c_max) * coefficients[1]
                          + weights[i, 2] * coefficients[2] / c_min)
-    return out
 
 
 def ppsp_realized(own: NDArray, c_max: float, weights: NDArray, args: tuple,

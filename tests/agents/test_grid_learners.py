@@ -222,8 +222,8 @@ def test_the_compiled_kernels_are_their_written_out_forms():
     p = _softmin(cumulative, 0.3)
     np.testing.assert_allclose(p, w / w.sum(axis=1, keepdims=True), rtol=1e-13)
     u = rng.random(50)
-    np.testing.assert_array_equal(
-        _draw(p, u), np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), 8))
+    np.testing.assert_array_equal(_draw(p, u, np.empty(50, dtype=np.int64)),
+                                  np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), 8))
     costs = rng.normal(0.0, 1.0, (50, 9))
     costs[3, 2], costs[5, 4] = np.nan, np.inf
     span, active = rng.uniform(0.2, 1.0, 50), rng.random(50) > 0.3

@@ -155,6 +155,32 @@ def test_the_deviation_gain_is_the_brute_force_one_at_the_last_iterate():
     assert model.nash_gap_relative() == pytest.approx(np.max((own - best) / own), rel=1e-9)
 
 
+@pytest.mark.parametrize("game", ["bas", "ppsp"])
+def test_each_agents_best_reply_cost_is_its_rows_smallest_without_the_table(game):
+    """The analyst's best reply costs, taken a block of rows at a time without the whole
+    table (``lowest``), are numpy's row minima of the full table, bit for bit, across blocks;
+    and the block reduction is numpy's ``min`` with NaN, infinities and ties."""
+    from privgames.mechanisms.learning_games import bas_costs, ppsp_costs, row_least
+
+    rng = np.random.default_rng(6)
+    n, grid = 5000, np.geomspace(0.1, 10.0, 21)[None, :]  # four blocks of rows
+    v = grid[0, rng.integers(0, 21, n)]
+    if game == "bas":
+        upstream, alpha = np.cumsum(v) - v, rng.uniform(0.0, 2.0, n) * (rng.random(n) > 0.1)
+        costs = lambda lowest: bas_costs(v, v.sum(), upstream, alpha, grid, lowest)  # noqa: E731
+    else:
+        order = np.sort(v)
+        weights = rng.dirichlet(np.ones(3), n)
+        costs = lambda lowest: ppsp_costs(v, order[-2:], order[:2], weights,  # noqa: E731
+                                          (n, 10, 1e-5, 0.0), grid, lowest)
+    assert np.array_equal(costs(True), costs(False).min(axis=1))
+    table = rng.integers(0, 4, (n, 9)).astype(float)
+    for value, share in ((np.nan, 0.01), (np.inf, 0.05), (-np.inf, 0.01)):
+        table[rng.random(table.shape) < share] = value
+    got = row_least(lambda rows, out: np.copyto(out, table[rows]) or out, n, 9)
+    assert np.array_equal(got, table.min(axis=1), equal_nan=True)
+
+
 # --- both units --------------------------------------------------------------------------------
 def _game_unit_gap(history, grid, cost_of, mixed=None):
     """max_i [ mean_t c_i(a_t) - min_a mean_t c_i(a, a_-i,t) ] in the game's own costs."""

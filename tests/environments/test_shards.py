@@ -104,6 +104,8 @@ def test_pricing_costs_from_the_table_are_eq5_per_cell_to_the_bit(aggregation, p
     for a, b in zip(table, per_cell, strict=True):
         assert np.array_equal(a, b, equal_nan=True)
     assert np.isinf(table[0]).any() == (prices and aggregation == "mle")
+    # each client's best, taken a block of the table at a time (never whole), is its row's min
+    assert np.array_equal(game._costs(v, totals, lowest=True), table[0].min(axis=1))
 
 def test_the_shards_play_the_ppsp_game():
     """A node's cost of every grid action is Theorem 4's weighted cost with the others'
