@@ -493,10 +493,11 @@ def _draw(p: NDArray, u: NDArray, out: NDArray) -> NDArray:
     n, m = p.shape
     for i in range(n):
         cumulative, k = 0.0, 0
-        for j in range(m):
+        for j in range(m):  # the cumulative probability only grows: stop at the first above
             cumulative += p[i, j]
-            if cumulative < u[i]:
-                k += 1
+            if not cumulative < u[i]:
+                break
+            k += 1
         out[i] = min(k, m - 1)
     return out
 

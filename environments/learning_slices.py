@@ -41,7 +41,6 @@ generator each shard holds a copy of.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -74,6 +73,7 @@ from privgames.mechanisms.bas_sequential import (
     rest_maps,
     walk,
 )
+from privgames.mechanisms.compiled import compiled
 from privgames.mechanisms.learning_games import (
     BayesRules,
     SARGame,
@@ -130,10 +130,32 @@ class AgentView:
 def block_hashes(values: NDArray) -> NDArray:
     """One 32-bit hash per block of agents of ``values`` (``(rows per agent, agents)``; as
     floats: their sum over the blocks is exact and the same at any shard count), so that the
-    driver tells a profile it saw before."""
-    return np.array([float(int.from_bytes(hashlib.blake2b(values[:, k:k + BLOCK].tobytes(),
-                                                          digest_size=4).digest(), "big"))
-                     for k in range(0, values.shape[1], BLOCK)])
+    driver tells a profile it saw before: FNV-1a over the block's 64-bit words, then
+    splitmix64's finish (integer arithmetic: the same on every machine), compiled."""
+    words = np.ascontiguousarray(values, dtype=float).view(np.uint64)
+    return _block_hashes(words, BLOCK, np.empty(-(-words.shape[1] // BLOCK)))
+
+
+@compiled
+def _block_hashes(words, block, out):
+    rows, size = words.shape
+    for b in range(out.size):
+        h = np.uint64(14695981039346656037)
+        for r in range(rows):
+            for j in range(b * block, min(size, (b + 1) * block)):
+                h = (h ^ words[r, j]) * np.uint64(1099511628211)
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        out[b] = float((h ^ (h >> np.uint64(31))) >> np.uint64(32))
+    return out
+
+
+@compiled
+def _played_cells(costs, index, out):
+    """Each row's cost of the action it played, ``costs[i, index[i]]``."""
+    for i in range(index.size):
+        out[i] = costs[i, index[i]]
+    return out
 
 
 class GameSlice:
@@ -169,6 +191,7 @@ class GameSlice:
         self.optimum_profile: NDArray | None = None
         self.grid: NDArray = np.zeros(0)
         self.learner = self.sums = self.mode = self.values = self.draws = None
+        self.value_index = self.mode_index = None  # their grid indices (not SPSA's points)
         self._totals: dict = {}  # the last round's aggregates (an agent's costs, on request)
 
     # --- a game's pieces ------------------------------------------------------------------------
@@ -327,6 +350,7 @@ class GameSlice:
         self._begin_round()
         u = self._row_uniform(self.act_stream) if self.learner.draws else None
         v = self.values = self.learner.act_with(u)
+        self.value_index = None if isinstance(self.learner, SPSA) else self.learner.last
         partials = self._profile_partials(v)
         if not self.full:
             self.draws = self._draw(v, self.release_stream, None)
@@ -344,10 +368,11 @@ class GameSlice:
         self.learner.observe(feedback, self.active)
         point = isinstance(self.learner, SPSA)  # plays points off the grid; the others, cells
         own = (self._costs(v, totals, v[:, None])[:, 0] if point
-               else costs[np.arange(self.rows), self.learner.last])
+               else _played_cells(costs, self.learner.last, np.empty(self.rows)))
         drawn_from = None if point else self.learner.drawn_from
         sums = self.sums.add(costs, own, drawn_from, self.active)
-        mode = self.learner.current()
+        self.mode_index = None if point else self.learner.mode()
+        mode = self.learner.current() if point else self.grid[self.mode_index]
         changed = not np.array_equal(mode, self.mode)
         self.mode = mode
         partials = self.iterate_partials()
@@ -588,7 +613,11 @@ class PricingSlice(GameSlice):
         return cost.min(axis=1) if lowest else cost
 
     def _levels(self, values: NDArray) -> NDArray | None:
-        """The grid indices of ``values`` (same shape), or None if one is off the grid."""
+        """The grid indices of ``values`` (same shape), or None if one is off the grid (the
+        round's actions and the last iterate: the learners' own indices)."""
+        for known, index in ((self.values, self.value_index), (self.mode, self.mode_index)):
+            if values is known and index is not None:
+                return index
         index = np.minimum(np.searchsorted(self.grid, values), self.grid.size - 1)
         return index if np.array_equal(self.grid[index], values) else None
 

@@ -163,7 +163,7 @@ def test_each_agents_best_reply_cost_is_its_rows_smallest_without_the_table(game
     from privgames.mechanisms.learning_games import bas_costs, ppsp_costs, row_least
 
     rng = np.random.default_rng(6)
-    n, grid = 5000, np.geomspace(0.1, 10.0, 21)[None, :]  # four blocks of rows
+    n, grid = 9000, np.geomspace(0.1, 10.0, 21)[None, :]  # three blocks of rows
     v = grid[0, rng.integers(0, 21, n)]
     if game == "bas":
         upstream, alpha = np.cumsum(v) - v, rng.uniform(0.0, 2.0, n) * (rng.random(n) > 0.1)

@@ -456,3 +456,29 @@ def test_address_auto_without_a_live_cluster_is_one_line_at_once(tmp_path, clust
     assert done.returncode == 2 and time.monotonic() - started < 30, done.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("privgames: error: --address auto: ")
     assert ("does not answer" if cluster_file else "no Ray cluster was started") in lines[0]
+
+
+def test_a_blocks_hash_is_fnv1a_of_its_words_then_splitmix64s_finish():
+    """The driver tells a profile it saw before by per-block hashes: written out in Python
+    integers (FNV-1a over the block's 64-bit words, row after row, then splitmix64's finish,
+    the top 32 bits); one agent's change changes its own block's hash only."""
+    from privgames.environments.learning_slices import block_hashes
+
+    def written_out(words: list[int]) -> float:
+        h, mask = 14695981039346656037, 2**64 - 1
+        for w in words:
+            h = ((h ^ w) * 1099511628211) & mask
+        h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & mask
+        return float((h ^ (h >> 31)) >> 32)
+
+    rng = np.random.default_rng(3)
+    values = rng.choice([0.5, 1.0, np.inf], (2, 2 * BLOCK + 9))
+    got = block_hashes(values)
+    words = values.view(np.uint64)
+    want = [written_out([int(x) for x in words[:, k:k + BLOCK].ravel()])
+            for k in range(0, values.shape[1], BLOCK)]
+    assert got.tolist() == want
+    changed = values.copy()
+    changed[1, BLOCK + 5] = 2.0
+    assert (block_hashes(changed) != got).tolist() == [False, True, False]
