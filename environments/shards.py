@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 
 from privgames.environments.config import ConfigError
 from privgames.environments.streams import child, generator
+from privgames.mechanisms.compiled import compiled
 
 #: Agents per block, the unit of random streams, partial sums and shard boundaries.
 BLOCK = 1024
@@ -113,13 +114,19 @@ def exclusive_scan(x: NDArray, start: int, block_totals: NDArray) -> NDArray:
     if start % BLOCK:
         raise ValueError(f"start={start} is not on a block boundary")
     x = np.asarray(x, dtype=float)
-    n = x.size
-    padded = np.zeros(blocks_of(n) * BLOCK)
-    padded[:n] = x
-    within = np.cumsum(padded.reshape(-1, BLOCK), axis=1)
-    within = np.concatenate([np.zeros((within.shape[0], 1)), within[:, :-1]], axis=1)
-    before = np.concatenate([[0.0], np.cumsum(block_totals)])[start // BLOCK:][:within.shape[0]]
-    return (before[:, None] + within).ravel()[:n]
+    before = np.concatenate([[0.0], np.cumsum(block_totals)])[start // BLOCK:]
+    return _exclusive_scan(x, before, BLOCK, np.empty(x.size))
+
+
+@compiled
+def _exclusive_scan(x, before, block, out):
+    """:func:`exclusive_scan` in one pass: ``before[b]`` plus the running sum from 0."""
+    for b in range(-(-x.size // block)):
+        running = 0.0
+        for i in range(b * block, min(x.size, (b + 1) * block)):
+            out[i] = before[b] + running
+            running += x[i]
+    return out
 
 
 @dataclass
