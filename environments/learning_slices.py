@@ -233,6 +233,14 @@ class GameSlice:
         played (:attr:`active`; the others' are not read)."""
         return self._costs(v, totals)
 
+    def _grid_index(self, values: NDArray) -> NDArray | None:
+        """The grid indices of ``values`` if they are the round's actions or the last
+        iterate (the learners' own), else None (SPSA's points, or other values)."""
+        for known, index in ((self.values, self.value_index), (self.mode, self.mode_index)):
+            if values is known and index is not None:
+                return index
+        return None
+
     def _deviation(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
         """Each agent's cost at ``v`` and its best on the grid against it."""
         return self._costs(v, totals, v[:, None])[:, 0], self._costs(v, totals, lowest=True)
@@ -613,11 +621,10 @@ class PricingSlice(GameSlice):
         return cost.min(axis=1) if lowest else cost
 
     def _levels(self, values: NDArray) -> NDArray | None:
-        """The grid indices of ``values`` (same shape), or None if one is off the grid (the
-        round's actions and the last iterate: the learners' own indices)."""
-        for known, index in ((self.values, self.value_index), (self.mode, self.mode_index)):
-            if values is known and index is not None:
-                return index
+        """The grid indices of ``values`` (same shape), or None if one is off the grid."""
+        index = self._grid_index(values)
+        if index is not None:
+            return index
         index = np.minimum(np.searchsorted(self.grid, values), self.grid.size - 1)
         return index if np.array_equal(self.grid[index], values) else None
 
@@ -726,8 +733,8 @@ class SARSlice(GameSlice):
 
     def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None,
                lowest: bool = False) -> NDArray:
-        costs = self.game.costs_given(v, totals["count"], candidates)
-        return costs.min(axis=1) if lowest else costs  # two actions: the table is small
+        costs = self.game.costs_given(v, totals["count"], candidates, self._grid_index(v))
+        return row_least(lambda rows, _: costs[rows], v.size, 2) if lowest else costs
 
     def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:

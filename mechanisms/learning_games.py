@@ -379,10 +379,16 @@ class SARGame(GridGame):
         v = np.asarray(values, dtype=float)
         return self.costs_given(v, v.sum(), candidates)
 
-    def costs_given(self, v: NDArray, count: float, candidates: ArrayLike | None = None
-                    ) -> NDArray:
-        """:meth:`costs` of the users ``v`` from the participants' ``count`` (a shard's)."""
+    def costs_given(self, v: NDArray, count: float, candidates: ArrayLike | None = None,
+                    index: NDArray | None = None) -> NDArray:
+        """:meth:`costs` of the users ``v`` from the participants' ``count`` (a shard's);
+        ``index``: ``v``'s grid indices where known, so that the exposure is taken once per
+        grid action and gathered (the same numbers: a user's count is ``count`` or
+        ``count + 1``)."""
         cand = self.grid[None, :] if candidates is None else np.asarray(candidates, float)
+        if index is not None:
+            gain = self.exposure((count - self.grid) + 1.0) - self.tolerated
+            return cand * gain[index][:, None]
         return cand * (self.exposure((count - v)[:, None] + 1.0) - self.tolerated)
 
     def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:

@@ -328,6 +328,16 @@ def test_sar_game_exposure_is_the_mechanisms_failure_probability(attacker):
                 for k in range(1, 16)]
     np.testing.assert_allclose(game.exposure(np.arange(1, 16)), expected, rtol=1e-12,
                                atol=1e-15)
+    # a population's costs from its grid indices (the exposure once per action, gathered) are
+    # the per-user ones, bit for bit, at counts large and small
+    big = SARGame(100_000, 0.23, attacker)
+    rng = np.random.default_rng(1)
+    index = rng.integers(0, 2, 100_000)
+    v = big.grid[index]
+    for count in (0.0, 2.0, 3.0, float(index.sum()), 99_999.0):
+        for candidates in (None, v[:, None]):
+            assert np.array_equal(big.costs_given(v, count, candidates, index),
+                                  big.costs_given(v, count, candidates))
 
 
 # --- pricing FL under incomplete information (agent form) ----------------------------------------
