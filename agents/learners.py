@@ -167,6 +167,12 @@ class GridLearner:
         self._mapped: NDArray | None = None
         self.start = None if start is None else _start_indices(start, self.agents, self.m)
 
+    def __getstate__(self) -> dict:
+        """A checkpoint leaves out the units' buffer and the next weights: the next draw
+        weighs the rows that held them again from their losses (the same bits)."""
+        return {**self.__dict__, "_mapped": None, "next_weights": None,
+                "moved": self.moved | self.fresh, "fresh": np.zeros_like(self.fresh)}
+
     @property
     def first(self) -> NDArray:
         """Each agent's first action index (its ``start``, else the grid's middle)."""

@@ -254,13 +254,14 @@ def bas_grid(beta_max: float, grid_points: int, grid: ArrayLike | None) -> NDArr
 
 
 def bas_costs(v: NDArray, total: float, upstream: NDArray, alpha: NDArray,
-              candidates: NDArray, lowest: bool = False) -> NDArray:
+              candidates: NDArray, lowest: bool = False, out: NDArray | None = None
+              ) -> NDArray:
     """:meth:`BASGame.costs` of the agents ``v`` from the profile's total and each agent's
     upstream variance (the sum of those before it), so that a shard of the chain computes
     them: ``C_k = (total - v_k) + x + alpha_k (upstream_k + x)^(-1/2)`` for each candidate
     ``x`` (eq 14; ``candidates`` ``(1, m)`` for every agent or ``(n, k)`` per agent; the
-    privacy term is 0 where ``alpha_k = 0``), in one compiled pass; ``lowest``: each agent's
-    smallest (:func:`row_least`)."""
+    privacy term is 0 where ``alpha_k = 0``), in one compiled pass (into ``out`` if given);
+    ``lowest``: each agent's smallest (:func:`row_least`)."""
     v = np.asarray(v, dtype=float)
     c = np.atleast_2d(np.asarray(candidates, dtype=float))
     upstream, alpha = np.asarray(upstream, dtype=float), np.asarray(alpha, dtype=float)
@@ -271,7 +272,7 @@ def bas_costs(v: NDArray, total: float, upstream: NDArray, alpha: NDArray,
         return out
 
     return row_least(fill, v.size, c.shape[1]) if lowest else fill(
-        slice(None), np.empty((v.size, c.shape[1])))
+        slice(None), np.empty((v.size, c.shape[1])) if out is None else out)
 
 
 def row_least(fill: Callable[[slice, NDArray], NDArray], n: int, k: int) -> NDArray:
@@ -435,11 +436,12 @@ def ppsp_grid(lo: float, hi: float, grid_points: int, grid: ArrayLike | None) ->
 
 
 def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray,
-               args: tuple, candidates: NDArray, lowest: bool = False) -> NDArray:
+               args: tuple, candidates: NDArray, lowest: bool = False,
+               out: NDArray | None = None) -> NDArray:
     """Theorem 4's weighted cost of each candidate ``c`` for the nodes ``v``, from the
     profile's two largest and two smallest values (in increasing order), so that a shard of
-    the ring computes them: each node's others' largest and smallest ``c``, then the cost;
-    ``lowest``: each node's smallest (:func:`row_least`)."""
+    the ring computes them: each node's others' largest and smallest ``c``, then the cost
+    (into ``out`` if given); ``lowest``: each node's smallest (:func:`row_least`)."""
     high = np.where(v == largest[-1], largest[-2], largest[-1])  # the others' largest
     low = np.where(v == smallest[0], smallest[1], smallest[0])  # and smallest
     n = args[0]  # ppsp.tradeoff_cost's three coefficients, then one compiled pass
@@ -454,7 +456,7 @@ def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray
         return out
 
     return row_least(fill, high.size, c.shape[1]) if lowest else fill(
-        slice(None), np.empty((high.size, c.shape[1])))
+        slice(None), np.empty((high.size, c.shape[1])) if out is None else out)
 
 
 @compiled

@@ -306,3 +306,28 @@ def test_exponential_weights_are_exact_to_a_few_ulp_down_to_underflow():
             else:
                 assert abs(pi - want) <= np.finfo(float).smallest_subnormal, (row, pi, want)
     assert _softmin(np.array([[0.0, 746.0, 1e300, np.inf]]), 1.0).tolist() == [[1, 0, 0, 0]]
+
+
+@pytest.mark.parametrize("kind", [Hedge, EXP3])
+def test_a_checkpointed_learner_goes_on_as_the_original(kind):
+    """A learner pickled between observing and the next draw (a shard's checkpoint) leaves
+    out its next weights and scratch, and goes on exactly as the original: the same draws,
+    strategies and last iterates."""
+    import pickle
+
+    n, m = 200, 9
+    rngs = [np.random.default_rng(4), np.random.default_rng(4)]
+    learner = kind(np.arange(m, dtype=float), n, 30)
+    learner.act(rngs[0])
+    learner.observe(rngs[0].random((n, m)) if kind is Hedge else rngs[0].random(n))
+    rngs[1] = pickle.loads(pickle.dumps(rngs[0]))
+    blob = pickle.dumps(learner)
+    assert len(blob) < 3 * n * m * 8  # the losses and this round's strategies, no more
+    twins = [learner, pickle.loads(blob)]
+    for _ in range(4):
+        actions = [t.act(r) for t, r in zip(twins, rngs, strict=True)]
+        np.testing.assert_array_equal(actions[0], actions[1])
+        np.testing.assert_array_equal(twins[0].drawn_from, twins[1].drawn_from)
+        for t, r in zip(twins, rngs, strict=True):
+            t.observe(r.random((n, m)) if kind is Hedge else r.random(n), r.random(n) > 0.2)
+        np.testing.assert_array_equal(twins[0].mode(), twins[1].mode())
