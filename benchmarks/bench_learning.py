@@ -69,7 +69,7 @@ def main() -> None:
         report = {"agents": 1000, **measure(1000, GAMES, 3)}
     else:
         report = {"agents": 10_000, **measure(10_000, GAMES, 7),
-                  "million": measure(1_000_000, LARGE, 3)}
+                  "million": measure(1_000_000, LARGE, 5)}
     print(json.dumps(report, indent=2))
 
 

@@ -271,8 +271,52 @@ def bas_costs(v: NDArray, total: float, upstream: NDArray, alpha: NDArray,
                    c if len(c) == 1 else c[rows], out)
         return out
 
+    if lowest and len(c) == 1 and np.all(np.isfinite(c)) and np.all(np.diff(c[0]) > 0):
+        least = np.empty(v.size)
+        _bas_least(v, float(total), upstream, alpha, c[0], least)
+        return least
     return row_least(fill, v.size, c.shape[1]) if lowest else fill(
         slice(None), np.empty((v.size, c.shape[1])) if out is None else out)
+
+
+@compiled
+def _bas_least(v, total, upstream, alpha, grid, least):
+    """Each agent's smallest :func:`bas_costs` over an increasing grid, equal to the full
+    table's ``min`` but from a few cells: a cell's cost is ``(total - v) + x`` plus a privacy
+    term that falls as ``x`` grows, each operation rounded monotonically, so from a start
+    near the continuous minimiser ``(alpha / 2)^(2/3) - upstream`` no cell further right
+    whose ``(total - v) + x`` exceeds the best yet can be smaller, nor any further left
+    than a cell whose privacy term added to ``(total - v) + grid[0]`` exceeds it. An agent
+    with a non-finite input takes every cell."""
+    k = grid.size
+    for i in range(v.size):
+        a, u, base = alpha[i], upstream[i], total - v[i]
+        if not (abs(base) < np.inf and 0.0 <= u < np.inf and abs(a) < np.inf):
+            low = np.inf
+            for j in range(k):
+                cost = base + grid[j] + (a / np.sqrt(u + grid[j]) if a > 0 else 0.0)
+                low = cost if (cost < low or cost != cost) and low == low else low
+            least[i] = low
+            continue
+        start = 0
+        if a > 0:
+            target = (a / 2.0) ** (2.0 / 3.0) - u
+            while start < k - 1 and grid[start] < target:
+                start += 1
+        best = base + grid[start] + (a / np.sqrt(u + grid[start]) if a > 0 else 0.0)
+        j = start + 1
+        while j < k and base + grid[j] <= best:  # the privacy term is >= 0
+            cost = base + grid[j] + (a / np.sqrt(u + grid[j]) if a > 0 else 0.0)
+            best = cost if cost < best else best
+            j += 1
+        floor = base + grid[0]
+        for j in range(start - 1, -1, -1):  # a > 0 here: the term grows to the left
+            privacy = a / np.sqrt(u + grid[j])
+            cost = base + grid[j] + privacy
+            best = cost if cost < best else best
+            if floor + privacy > best:
+                break
+        least[i] = best
 
 
 def row_least(fill: Callable[[slice, NDArray], NDArray], n: int, k: int) -> NDArray:

@@ -181,6 +181,30 @@ def test_each_agents_best_reply_cost_is_its_rows_smallest_without_the_table(game
     assert np.array_equal(got, table.min(axis=1), equal_nan=True)
 
 
+def test_a_bas_users_best_reply_cost_from_a_few_cells_is_the_whole_rows_smallest():
+    """BAS's best reply cost is taken from a few cells around the continuous minimiser
+    (eq 14 is convex in the user's variance, and each rounding is monotone): equal, bit for
+    bit, to the smallest of eq (14) written out at every grid point, for users with no
+    privacy weight, none upstream (an infinite cost at 0), a tiny or a large weight, on
+    linear and log grids and small and large totals."""
+    from privgames.mechanisms.learning_games import bas_costs
+
+    rng = np.random.default_rng(11)
+    for trial in range(12):
+        n = 3000
+        grid = (np.linspace(0.0, rng.uniform(0.5, 50.0), 21) if trial % 2
+                else np.geomspace(0.01, 30.0, 21))
+        v = grid[rng.integers(0, 21, n)]
+        upstream = np.cumsum(v) - v if trial % 3 else rng.uniform(0, 5, n) * (rng.random(n) > 0.2)
+        alpha = rng.uniform(0.0, 10.0 ** rng.uniform(-3, 3), n) * (rng.random(n) > 0.1)
+        total = v.sum() if trial % 4 else rng.uniform(0.0, 100.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            every = np.array([(total - v) + x + np.where(alpha > 0, alpha / np.sqrt(upstream + x),
+                                                         0.0) for x in grid]).T
+        assert np.array_equal(bas_costs(v, total, upstream, alpha, grid[None, :], True),
+                              every.min(axis=1))
+
+
 # --- both units --------------------------------------------------------------------------------
 def _game_unit_gap(history, grid, cost_of, mixed=None):
     """max_i [ mean_t c_i(a_t) - min_a mean_t c_i(a, a_-i,t) ] in the game's own costs."""
