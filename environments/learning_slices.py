@@ -82,8 +82,8 @@ from privgames.mechanisms.learning_games import (
     bas_costs,
     bas_grid,
     bas_realized,
-    deviation_gain,
     grid_distance,
+    largest_gains,
     ppsp_costs,
     ppsp_grid,
     ppsp_realized,
@@ -432,12 +432,10 @@ class GameSlice:
         t = self._named(totals, which)
         m = self._profile(which)
         own, best = self._deviation(m, t)
-        with np.errstate(over="ignore"):
-            gain = deviation_gain(own, best) / self.span
+        gap, relative = largest_gains(own, best, self.span)
         return Partials({"social": self._social_sums(m, t, own),
                          "opted_out": block_sums(np.isinf(m), self.start)},
-                        {"nash_gap": float(np.max(gain)),
-                         "nash_gap_relative": float(np.max(relative_gain(own, best)))})
+                        {"nash_gap": float(gap), "nash_gap_relative": float(relative)})
 
     def iterate(self) -> NDArray:
         """These agents' last iterate, ``(ROWS, size)``."""

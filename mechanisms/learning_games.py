@@ -147,6 +147,26 @@ def relative_gain(own: NDArray, best: NDArray) -> NDArray:
     return np.where(scaled, gain / np.where(scaled, np.abs(own), 1.0), gain)
 
 
+def largest_gains(own: NDArray, best: NDArray, span: NDArray) -> tuple[float, float]:
+    """``max(deviation_gain / span)`` and ``max(relative_gain)`` in one compiled pass (the
+    same operations per agent; a NaN wins, as numpy's ``max``)."""
+    return _largest_gains(np.asarray(own, dtype=float), np.asarray(best, dtype=float),
+                          np.broadcast_to(np.asarray(span, dtype=float), np.shape(own)))
+
+
+@compiled
+def _largest_gains(own, best, span):
+    gap = relative = -np.inf
+    for i in range(own.size):
+        o, b = own[i], best[i]
+        gain = 0.0 if abs(o) == np.inf and abs(b) == np.inf else o - b
+        x = gain / span[i]
+        gap = x if (x > gap or x != x) and gap == gap else gap
+        r = gain / abs(o) if abs(o) < np.inf and o != 0 else gain
+        relative = r if (r > relative or r != r) and relative == relative else relative
+    return gap, relative
+
+
 def _on_scale(v: NDArray, log_scale: bool) -> NDArray:
     if not log_scale:
         return v

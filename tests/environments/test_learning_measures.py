@@ -205,6 +205,30 @@ def test_a_bas_users_best_reply_cost_from_a_few_cells_is_the_whole_rows_smallest
                               every.min(axis=1))
 
 
+def test_the_largest_gains_are_numpys_max_of_the_written_out_gains():
+    """The analyst's two gaps in one compiled pass: numpy's ``max`` of ``(own - best) /
+    span`` and of the gain over ``|own|`` (0 where both costs are infinite; the gain itself
+    at a zero or infinite own cost), written out, with infinities, zeros and NaN."""
+    from privgames.mechanisms.learning_games import largest_gains
+
+    rng = np.random.default_rng(2)
+    for trial in range(100):
+        n = int(rng.integers(1, 40))
+        own = rng.normal(0.0, 3.0, n)
+        best = own - np.abs(rng.normal(0.0, 1.0, n)) * (rng.random(n) > 0.3)
+        for x in (own, best):
+            for value, share in ((np.inf, 0.1), (-np.inf, 0.05), (0.0, 0.05),
+                                 (np.nan, 0.03 * (trial % 5 == 0))):
+                x[rng.random(n) < share] = value
+        span = rng.uniform(0.1, 3.0, n)
+        with np.errstate(all="ignore"):
+            gain = np.where(np.isinf(own) & np.isinf(best), 0.0, own - best)
+            scaled = np.isfinite(own) & (own != 0)
+            relative = np.where(scaled, gain / np.abs(own), gain)
+            want = [np.max(gain / span), np.max(relative)]
+        assert np.array_equal(largest_gains(own, best, span), want, equal_nan=True)
+
+
 # --- both units --------------------------------------------------------------------------------
 def _game_unit_gap(history, grid, cost_of, mixed=None):
     """max_i [ mean_t c_i(a_t) - min_a mean_t c_i(a, a_-i,t) ] in the game's own costs."""
