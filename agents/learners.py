@@ -399,12 +399,17 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
                     for j in range(m):
                         losses[i, j] = 0.0
                 continue
-            if units:
-                low = np.inf
-                for j in range(m):
-                    c = costs[i, j]
-                    if c == c and c < low:
-                        low = c
+            if units:  # the smallest cost, NaN aside, in four lanes
+                l0 = l1 = l2 = l3 = np.inf
+                for j in range(0, 4 * (m // 4), 4):
+                    c0, c1 = costs[i, j], costs[i, j + 1]
+                    c2, c3 = costs[i, j + 2], costs[i, j + 3]
+                    l0, l1 = c0 if c0 < l0 else l0, c1 if c1 < l1 else l1
+                    l2, l3 = c2 if c2 < l2 else l2, c3 if c3 < l3 else l3
+                for j in range(4 * (m // 4), m):
+                    c0 = costs[i, j]
+                    l0 = c0 if c0 < l0 else l0
+                low = min(min(l0, l1), min(l2, l3))
                 for j in range(m):
                     c = costs[i, j]
                     u = ((np.inf if c != c else c) - low) / span[i]
