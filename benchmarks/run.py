@@ -157,17 +157,19 @@ REASONS = {
         [f"{size}{learner}.{game}.ratio_to_floor" for size in ("", "million.")
          for learner in ("hedge", "exp3") for game in ("bas", "sar", "ppsp", "pricing")],
         "a round makes about ten passes over the agents x actions array. Profiled at 10^6 "
-        "pricing clients, Hedge (0.42-0.44 s a round, floor 0.128 s, 2026-11-28): the cost "
-        "table 0.080 s (one compiled pass, 0.012 s of it the first touch of a fresh 168 MB "
-        "table), the weights 0.074 s (fdlibm's exp written out and vectorized, 1 ns a cell; "
-        "numba's exp is glibc's scalar call, 5 ns), the analyst's regret sums 0.073 s, the "
-        "learner's units 0.033 s, the levels' lookup 0.025 s, the argmin 0.023 s, the round's "
-        "Python and gathers 0.021 s, the update and the draw 0.010 s each. At 10^4 the "
-        "round's fixed Python (the shards' partial sums, totals and hashes: about 1.2 ms of "
-        "3.7) is two floors by itself. Reaching 0.4 needs a round of few passes: the units, "
-        "update, argmin and next weights in one learner pass (0.14 s of separate passes now), "
-        "the analyst's sums in the cost table's pass, and at 10^4 a round in one compiled "
-        "call"),
+        "pricing clients, Hedge (2026-11-28: 0.29 s a round, the floor 0.12-0.14 s): the "
+        "learner's one pass (units, update, last iterate and next weights: three IEEE "
+        "divisions and fdlibm's exp a cell, the same bits on every CPU) 0.11 s, the analyst's "
+        "regret sums 0.075 s (six 168 MB streams: memory-bound), the cost table into its kept "
+        "array 0.02 s, the draw 0.01 s, the played cells, hashes and the round's Python 0.02 "
+        "s. A round where the last iterate moved also takes each agent's cost and best reply "
+        "there (pricing 0.03-0.05 s; bas from a few cells a user, 0.016 s): the median of "
+        "five rounds moves with how many did (pricing EXP3 0.29-0.40 s over three runs on "
+        "2026-11-28, bas Hedge 0.30-0.38 s). At 10^4 the floor's arrays sit in the cache "
+        "and numpy's exp is AVX-512 (about 0.5 ns a cell) while the learner's pass alone "
+        "takes about 5 ns a cell and the shards' fixed Python (partial sums, totals, block "
+        "streams) about 1 ms a round. SAR has 2 actions: a row's fixed work (its lanes, its "
+        "draws from 977 block streams at 10^6) outweighs its two cells"),
 }
 WORKERS = os.cpu_count() or 1
 
