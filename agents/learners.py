@@ -327,8 +327,9 @@ def _drawn_weights(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
         learner.moved[:] = True
     if learner.fresh.all():
         learner.drawn_from, learner.next_weights = learner.next_weights, learner.drawn_from
-    elif learner.fresh.any():
-        np.copyto(learner.drawn_from, learner.next_weights, where=learner.fresh[:, None])
+    elif learner.fresh.any():  # the rows that observed (bas-sequential: 1 in 21)
+        rows = np.flatnonzero(learner.fresh)
+        learner.drawn_from[rows] = learner.next_weights[rows]
     learner.moved &= ~learner.fresh
     if learner.moved.any():
         _learn_rows(losses, learner.eta, learner.drawn_from, _NO_ROWS, learner.moved, _NONE,
@@ -480,12 +481,13 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
 
 @compiled
 def _importance_weighted(estimates: NDArray, played: NDArray, costs: NDArray,
-                         p: NDArray) -> None:
-    """EXP3's estimates: each row's played action gains its cost over its probability (one
-    compiled pass over the rows)."""
+                         p: NDArray, active: NDArray) -> None:
+    """EXP3's estimates: each row that played (``active``) gains its cost over its
+    probability on its played action (one compiled pass over the rows)."""
     for i in range(played.size):
-        a = played[i]
-        estimates[i, a] += costs[i] / p[i, a]
+        if active[i]:
+            a = played[i]
+            estimates[i, a] += costs[i] / p[i, a]
 
 
 def _row_argmin(x: NDArray) -> NDArray:
@@ -589,7 +591,7 @@ class EXP3(GridLearner):
         return _lowest(self, self.estimates)
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
-        _importance_weighted(self.estimates, self.last, costs, self.drawn_from)
+        _importance_weighted(self.estimates, self.last, costs, self.drawn_from, active)
         _learn(self, self.estimates, active)
 
     def regret_bound(self, T: int) -> float | None:
