@@ -160,9 +160,11 @@ class LearningConfig:
         "alpha_H": ("pricing-bayes",), "p_low": ("pricing-bayes",)})
 
     def footprint(self) -> Footprint:
-        """The shards' arrays (about nine ``agents x grid`` float arrays; under incomplete
-        information twice the rows and actions and the analyst's type profiles, a byte each;
-        in the sequential chain a row per state): all of them in this process, the largest
+        """The shards' arrays (about eleven ``agents x grid`` float arrays, with the learners'
+        next weights and the kept cost table: 2.8 kB an agent measured at 10^6 pricing
+        clients in process, 2026-11-28; under incomplete information twice the rows and
+        actions and the analyst's type profiles, a byte each; in the sequential chain a row
+        per state): all of them in this process, the largest
         shard's on Ray (the driver's beside them); with ``history``, the driver's ``rounds x
         agents``. Work: a few ``agents x grid`` passes a round and a round's fixed Python
         cost (:data:`ROUND_OPS` a shard); on Ray, two exchanges with the shards a round."""
@@ -171,7 +173,7 @@ class LearningConfig:
         held = -(-self.agents // shards) if self.backend == "ray" else self.agents
         per_agent = self.grid_points * (4 if bayes else self.grid_points
                                         if self.game == "bas-sequential" else 1)
-        arrays = (90.0 * per_agent + 600.0 + (300.0 if bayes else 0.0)) * held
+        arrays = (106.0 * per_agent + 600.0 + (300.0 if bayes else 0.0)) * held
         history = 8.0 * self.rounds * self.agents if self.history else 0.0
         passes = 9.0 if bayes else 3.0 if self.game == "bas-sequential" else 1.0
         work = ((30.0 * passes * self.agents * per_agent + ROUND_OPS * shards)
