@@ -184,14 +184,26 @@ def snap_to(grid: NDArray, values: ArrayLike, log_scale: bool) -> NDArray:
 
 
 def grid_distance(grid: NDArray, values: NDArray, reference: NDArray, log_scale: bool) -> float:
-    """:meth:`GridGame.distance` on ``grid`` (any subset of the agents)."""
+    """:meth:`GridGame.distance` on ``grid`` (any subset of the agents): the largest
+    ``min(|a - b| / width, 1)`` (1 where it is NaN, 0 where both are infinite), compiled."""
     a, b = _on_scale(values, log_scale), _on_scale(reference, log_scale)
     finite = _on_scale(grid[np.isfinite(grid)], log_scale)
     width = max(finite[-1] - finite[0], 1e-300)
-    with np.errstate(invalid="ignore"):
-        d = np.abs(a - b) / width
-    d = np.where(np.isinf(a) & np.isinf(b), 0.0, np.minimum(np.nan_to_num(d, nan=1.0), 1.0))
-    return float(d.max())
+    return float(_largest_distance(np.asarray(a, dtype=float), np.asarray(b, dtype=float),
+                                   width))
+
+
+@compiled
+def _largest_distance(a, b, width):
+    largest = -np.inf
+    for i in range(a.size):
+        if abs(a[i]) == np.inf and abs(b[i]) == np.inf:
+            d = 0.0
+        else:
+            d = abs(a[i] - b[i]) / width
+            d = 1.0 if d != d or d > 1.0 else d
+        largest = d if d > largest else largest
+    return largest
 
 
 def scales_from(lo: NDArray, hi: NDArray, samples: ArrayLike) -> tuple[NDArray, ...]:

@@ -205,6 +205,32 @@ def test_a_bas_users_best_reply_cost_from_a_few_cells_is_the_whole_rows_smallest
                               every.min(axis=1))
 
 
+@pytest.mark.parametrize("log_scale", [False, True])
+def test_the_distance_is_the_largest_capped_gap_over_the_grids_width(log_scale):
+    """An agent's distance from a reference is ``|a - b|`` over the grid's finite width
+    (on a log scale where the game's grid is), capped at 1, 1 where undefined (a NaN, or
+    the opt-out against a level) and 0 where both opt out; the population's is the largest,
+    written out per agent."""
+    rng = np.random.default_rng(9)
+    grid = np.append(np.geomspace(0.01, 10.0, 7), np.inf)
+    scale = np.log if log_scale else (lambda x: x)
+    width = scale(grid[-2]) - scale(grid[0])
+    for _ in range(50):
+        n = int(rng.integers(1, 20))
+        a, b = rng.choice(grid, n), rng.choice(grid, n)
+        a[rng.random(n) < 0.05] = np.nan
+        want = 0.0
+        for x, y in zip(a, b, strict=True):
+            if np.isinf(x) and np.isinf(y):
+                d = 0.0
+            elif np.isnan(x) or np.isinf(x) or np.isinf(y):
+                d = 1.0
+            else:
+                d = min(abs(float(scale(x)) - float(scale(y))) / width, 1.0)
+            want = max(want, d)
+        assert grid_distance(grid, a, b, log_scale) == pytest.approx(want, rel=1e-12, abs=0)
+
+
 def test_the_largest_gains_are_numpys_max_of_the_written_out_gains():
     """The analyst's two gaps in one compiled pass: numpy's ``max`` of ``(own - best) /
     span`` and of the gain over ``|own|`` (0 where both costs are infinite; the gain itself
