@@ -292,16 +292,17 @@ def _softmin(cumulative: NDArray, eta: float) -> NDArray:
     """Each row's ``exp(-eta (L - min L))``, normalised: exponential weights, compiled
     (:func:`_learn_rows`)."""
     p = np.empty(cumulative.shape)
-    _pass(cumulative, np.ones(len(cumulative), dtype=np.bool_), eta=eta, weights=p)
+    _learn_rows(cumulative, eta, p, _NO_ROWS, np.ones(len(cumulative), dtype=np.bool_),
+                _NONE, _NO_SPAN, False, False, True)
     return p
 
 
-def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray, **update: NDArray) -> None:
+def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray,
+           costs: NDArray | None = None) -> None:
     """The exponential-weights learners' update in one compiled pass over the rows that
-    observed (:func:`_learn_rows`): full-information ``costs`` (Hedge) or the played
-    actions' importance-weighted costs (EXP3: ``played``, ``realized``, ``drawn``) added to
-    the losses, then each row's action of the smallest loss (:meth:`GridLearner.mode`) and
-    its next strategy, kept in ``next_weights`` until the next draw takes them
+    observed (:func:`_learn_rows`): full-information ``costs`` (Hedge) added to the losses in
+    the learner's units, then each row's action of the smallest loss (:meth:`GridLearner.mode`)
+    and its next strategy, kept in ``next_weights`` until the next draw takes them
     (``drawn_from`` keeps this round's for the analyst)."""
     n, m = losses.shape
     if learner.lowest is None:
@@ -309,8 +310,8 @@ def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray, **update: ND
         learner.unranked[:] = True
     if learner.next_weights is None:
         learner.next_weights = np.empty((n, m))
-    _pass(losses, active, eta=learner.eta, weights=learner.next_weights, lowest=learner.lowest,
-          span=learner.span, add=True, **update)
+    _learn_rows(losses, learner.eta, learner.next_weights, learner.lowest, active,
+                _NONE if costs is None else costs, learner.span, True, True, True)
     learner.unranked &= ~active
     learner.fresh |= active
 
@@ -331,7 +332,8 @@ def _drawn_weights(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
         learner.drawn_from[rows] = learner.next_weights[rows]
     learner.moved &= ~learner.fresh
     if learner.moved.any():
-        _pass(losses, learner.moved, eta=learner.eta, weights=learner.drawn_from)
+        _learn_rows(losses, learner.eta, learner.drawn_from, _NO_ROWS, learner.moved, _NONE,
+                    _NO_SPAN, False, False, True)
     learner.moved[:] = False
     learner.fresh[:] = False
     return learner.drawn_from
@@ -345,7 +347,8 @@ def _lowest(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
         learner.lowest = np.zeros(learner.agents, dtype=np.int64)
         learner.unranked[:] = True
     if learner.unranked.any():
-        _pass(losses, learner.unranked, lowest=learner.lowest)
+        _learn_rows(losses, 0.0, _NONE, learner.lowest, learner.unranked, _NONE, _NO_SPAN,
+                    False, True, False)
     learner.unranked[:] = False
     return learner.lowest.copy()
 
@@ -368,27 +371,14 @@ _EXP_FLOOR = -745.5
 _NONE, _NO_ROWS, _NO_SPAN = np.zeros((0, 0)), np.zeros(0, dtype=np.int64), np.zeros(0)
 
 
-def _pass(losses: NDArray, rows: NDArray, *, eta: float = 0.0, weights: NDArray = _NONE,
-          lowest: NDArray = _NO_ROWS, costs: NDArray = _NONE, span: NDArray = _NO_SPAN,
-          add: bool = False, played: NDArray = _NO_ROWS, realized: NDArray = _NO_SPAN,
-          drawn: NDArray = _NONE) -> None:
-    """:func:`_learn_rows` with the parts not given left out (no ``weights``: no weighing;
-    no ``lowest``: no ranking)."""
-    _learn_rows(losses, eta, weights, lowest, rows, costs, span, add, lowest.size > 0,
-                weights.size > 0, played, realized, drawn)
-
-
 @compiled
 def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: NDArray,
-                costs: NDArray, span: NDArray, add: bool, rank: bool, weigh: bool,
-                played: NDArray, realized: NDArray, drawn: NDArray) -> None:
+                costs: NDArray, span: NDArray, add: bool, rank: bool, weigh: bool) -> None:
     """One pass over the ``rows``, a block at a time while it is in cache:
 
     * ``costs`` (full information, ``(n, m)``; empty: none) in the learner's units, each
       row less its smallest (NaN counts as ``inf``), over its ``span``, capped at 1, added to
       ``losses`` (``add``) or written over them (0 in a row not taken);
-    * ``played`` (bandit; empty: none): EXP3's estimate, the played action's loss gains the
-      ``realized`` cost over its probability in ``drawn``;
     * ``rank``: each row's action of the smallest loss into ``lowest``, as numpy's
       ``argmin`` takes it (the first of equal smallest, a NaN first of all);
     * ``weigh``: each row's exponential weights ``exp(-eta (L - min L))``, normalised, into
@@ -398,7 +388,6 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
     """
     n, m = losses.shape
     units = costs.shape[0] == n
-    bandit = played.size == n
     block = max(1, 4096 // m)
     x = np.empty(block * m)
     lows = np.empty(block)  # each row's smallest loss
@@ -430,9 +419,6 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
                         losses[i, j] += u
                     else:
                         losses[i, j] = u
-            if bandit:
-                a = played[i]
-                losses[i, a] += realized[i] / drawn[i, a]
             if weigh:
                 l0 = l1 = l2 = l3 = losses[i, 0]
                 for j in range(1, 1 + 4 * ((m - 1) // 4), 4):
@@ -493,11 +479,23 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
                         lowest[i] = j
 
 
+@compiled
+def _importance_weighted(estimates: NDArray, played: NDArray, costs: NDArray,
+                         p: NDArray, active: NDArray) -> None:
+    """EXP3's estimates: each row that played (``active``) gains its cost over its
+    probability on its played action (one compiled pass over the rows)."""
+    for i in range(played.size):
+        if active[i]:
+            a = played[i]
+            estimates[i, a] += costs[i] / p[i, a]
+
+
 def _row_argmin(x: NDArray) -> NDArray:
     """Each row's ``argmin`` as numpy takes it (the first of equal smallest, a NaN first of
     all), in one compiled pass over the rows (numpy's reduction over short rows is slower)."""
     out = np.zeros(len(x), dtype=np.int64)
-    _pass(x, np.ones(len(x), np.bool_), lowest=out)
+    _learn_rows(x, 0.0, _NONE, out, np.ones(len(x), np.bool_), _NONE, _NO_SPAN, False, True,
+                False)
     return out
 
 
@@ -520,7 +518,7 @@ def _draw(p: NDArray, u: NDArray, out: NDArray) -> NDArray:
 def _map_full(costs: NDArray, span: NDArray, active: NDArray, out: NDArray) -> NDArray:
     """Full-information costs in ``[0, 1]`` into ``out`` (:func:`_learn_rows`' units); 0 for
     a row that did not play."""
-    _pass(out, active, costs=costs, span=span)
+    _learn_rows(out, 0.0, _NONE, _NO_ROWS, active, costs, span, False, False, False)
     return out
 
 
@@ -553,7 +551,7 @@ class Hedge(GridLearner):
         return _lowest(self, self.cumulative)  # the weights fall with the cumulative cost
 
     def _observe_full(self, costs: NDArray, active: NDArray) -> None:
-        _learn(self, self.cumulative, active, costs=costs)
+        _learn(self, self.cumulative, active, costs)
 
 
     def regret_bound(self, T: int) -> float | None:
@@ -593,8 +591,8 @@ class EXP3(GridLearner):
         return _lowest(self, self.estimates)
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
-        _learn(self, self.estimates, active, played=self.last, realized=costs,
-               drawn=self.drawn_from)
+        _importance_weighted(self.estimates, self.last, costs, self.drawn_from, active)
+        _learn(self, self.estimates, active)
 
     def regret_bound(self, T: int) -> float | None:
         """``ln m / eta + eta m T / 2``: EXP3's expected-regret bound with a fixed step, at

@@ -214,7 +214,7 @@ def test_the_compiled_kernels_are_their_written_out_forms():
     """Exponential weights, the draw from a mixed strategy, the full-information units and
     the rows' argmin, each against numpy on random rows (NaN and infinite costs among
     them)."""
-    from privgames.agents.learners import _draw, _map_full, _pass, _row_argmin, _softmin
+    from privgames.agents.learners import _draw, _learn_rows, _map_full, _row_argmin, _softmin
 
     rng = np.random.default_rng(2)
     cumulative = rng.normal(0.0, 5.0, (50, 9))
@@ -240,7 +240,8 @@ def test_the_compiled_kernels_are_their_written_out_forms():
     # ... and where the learners take it, in the pass that also weighs (rows with a NaN, an
     # infinity or neither)
     lowest, weights = np.full(400, -1), np.empty(ties.shape)
-    _pass(ties, np.ones(400, np.bool_), eta=0.3, weights=weights, lowest=lowest)
+    _learn_rows(ties, 0.3, weights, lowest, np.ones(400, np.bool_), np.zeros((0, 0)),
+                np.zeros(0), False, True, True)
     np.testing.assert_array_equal(lowest, np.argmin(ties, axis=1))
     np.testing.assert_array_equal(weights, _softmin(ties, 0.3))
 
