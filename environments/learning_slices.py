@@ -82,6 +82,7 @@ from privgames.mechanisms.learning_games import (
     bas_costs,
     bas_grid,
     bas_realized,
+    cost_table,
     grid_distance,
     largest_gains,
     ppsp_costs,
@@ -89,7 +90,7 @@ from privgames.mechanisms.learning_games import (
     ppsp_realized,
     relative_gain,
     release_loss,
-    row_least,
+    row_minima,
     scales_from,
     snap_to,
     type_profiles,
@@ -622,9 +623,7 @@ class PricingSlice(GameSlice):
                                       else columns[rows], self.grid, d, e, self.alpha[rows],
                                       self.beta[rows], others[rows], kappa, c, S, self.n, out)
 
-                k = columns.shape[1]
-                return (row_least(fill, v.size, k) if lowest else fill(
-                    slice(None), np.empty((v.size, k)) if out is None else out))
+                return cost_table(fill, v.size, columns.shape[1], lowest, out)
             rest = pricing.rest_from_total(pricing.aggregate_parts(v, self.c.aggregation),
                                            totals["parts"], infinite)[:, None]
             cost = pricing.own_cost(cand, rest, self.alpha[:, None], *GAME,
@@ -748,7 +747,7 @@ class SARSlice(GameSlice):
     def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None,
                lowest: bool = False) -> NDArray:
         costs = self.game.costs_given(v, totals["count"], candidates, self._grid_index(v))
-        return row_least(lambda rows, _: costs[rows], v.size, 2) if lowest else costs
+        return row_minima(costs) if lowest else costs
 
     def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:

@@ -307,8 +307,7 @@ def bas_costs(v: NDArray, total: float, upstream: NDArray, alpha: NDArray,
         least = np.empty(v.size)
         _bas_least(v, float(total), upstream, alpha, c[0], least)
         return least
-    return row_least(fill, v.size, c.shape[1]) if lowest else fill(
-        slice(None), np.empty((v.size, c.shape[1])) if out is None else out)
+    return cost_table(fill, v.size, c.shape[1], lowest, out)
 
 
 @compiled
@@ -351,16 +350,32 @@ def _bas_least(v, total, upstream, alpha, grid, least):
         least[i] = best
 
 
+def cost_table(fill: Callable[[slice, NDArray], NDArray], n: int, k: int, lowest: bool,
+               out: NDArray | None = None) -> NDArray:
+    """The ``(n, k)`` cost table that ``fill(rows, out)`` writes (into ``out`` if given),
+    or with ``lowest`` each row's smallest entry (:func:`row_least`)."""
+    if lowest:
+        return row_least(fill, n, k)
+    return fill(slice(None), np.empty((n, k)) if out is None else out)
+
+
 def row_least(fill: Callable[[slice, NDArray], NDArray], n: int, k: int) -> NDArray:
-    """Each of ``n`` rows' smallest entry (as numpy's ``min``: a NaN wins) of a ``(n, k)``
-    table that ``fill(rows, out)`` writes a block of rows at a time into a cache-sized
-    buffer: the table is never whole (at 10^6 agents it would be 168 MB to write, read and
-    fault in)."""
+    """Each of ``n`` rows' smallest entry (:func:`row_minima`) of a ``(n, k)`` table that
+    ``fill(rows, out)`` writes a block of rows at a time into a cache-sized buffer: the
+    table is never whole (at 10^6 agents it would be 168 MB to write, read and fault in)."""
     block = max(1, 65536 // k)  # a 512 kB buffer: in the core's L2 cache
     buffer, least = np.empty((min(block, n), k)), np.empty(n)
     for start in range(0, n, block):
         stop = min(n, start + block)
         _row_least(fill(slice(start, stop), buffer[:stop - start]), least[start:stop])
+    return least
+
+
+def row_minima(table: NDArray) -> NDArray:
+    """Each row's smallest entry, as numpy's ``min`` (a NaN wins), in one compiled pass
+    (numpy's reduction over short rows is slow: 36 ms for 10^6 rows of two)."""
+    least = np.empty(len(table))
+    _row_least(np.ascontiguousarray(table, dtype=float), least)
     return least
 
 
@@ -531,8 +546,7 @@ def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray
                     c if len(c) == 1 else c[rows], out)
         return out
 
-    return row_least(fill, high.size, c.shape[1]) if lowest else fill(
-        slice(None), np.empty((high.size, c.shape[1])) if out is None else out)
+    return cost_table(fill, high.size, c.shape[1], lowest, out)
 
 
 @compiled
