@@ -476,10 +476,12 @@ class SARGame(GridGame):
         """:meth:`costs` of the users ``v`` from the participants' ``count`` (a shard's);
         ``index``: ``v``'s grid indices where known, so that the exposure is taken once per
         grid action and gathered (the same numbers: a user's count is ``count`` or
-        ``count + 1``)."""
+        ``count + 1``), and the grid's costs once per action: a user's row is its action's."""
         cand = self.grid[None, :] if candidates is None else np.asarray(candidates, float)
         if index is not None:
             gain = self.exposure((count - self.grid) + 1.0) - self.tolerated
+            if candidates is None:
+                return np.take(cand * gain[:, None], index, axis=0)
             return cand * gain[index][:, None]
         return cand * (self.exposure((count - v)[:, None] + 1.0) - self.tolerated)
 
