@@ -9,6 +9,14 @@ rows (a client per type) and twice the actions (a report per level), and its ana
 interim expectations over 128 type profiles whenever the last iterate moves;
 ``bas-sequential`` has a row per user and observed state.
 
+The bound (``bound``): what a round's exact arithmetic costs when nothing else does. A bas
+Hedge round (full feedback) written as one compiled pass a row, nothing stored but what the
+engine keeps (eq 14's cost of each cell, the capped units, the losses, the analyst's two sums,
+their smallest and the expected costs, the next weights by the learners' own ``exp``, the last
+iterate and the draw): no Python, no table, no random numbers, no hashes. It is timed whole and
+with each of its exact operations made a multiply (eq 14's square root and division; the units'
+division; the weights' normalising division; ``exp``), to say what each costs.
+
 Run ``python benchmarks/bench_learning.py`` (``--quick`` for a smoke run at 1,000 agents).
 Times are medians of interleaved repetitions in one process; the ratio is what to compare
 across machines.
@@ -21,7 +29,9 @@ import statistics
 
 import numpy as np
 from _common import arguments, timed
+from numba import njit
 
+from privgames.agents import learners
 from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 
 GAMES = ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes")
@@ -63,13 +73,129 @@ def measure(agents: int, games: tuple[str, ...], reps: int) -> dict[str, dict]:
     return report
 
 
+@njit(error_model="numpy")
+def fused_round(base, upstream, alpha, grid, span, eta, losses, drawn, weights, sums, played,
+                mixed, uniform, last, exact):
+    """One bas Hedge round's arithmetic, row by row (see the module's docstring); ``exact``:
+    eq 14's square root and division, the units' division, the normalising division and
+    ``exp`` each, or a multiply in its place. Returns the largest regret."""
+    n, m = losses.shape
+    costs, units, x = np.empty(m), np.empty(m), np.empty(m)
+    lanes = 1 + 4 * ((m - 1) // 4)
+    largest = -np.inf
+    for i in range(n):
+        b, up, a, s = base[i], upstream[i], alpha[i], span[i]
+        for j in range(m):  # eq 14
+            costs[j] = b + grid[j] + (a / np.sqrt(up + grid[j]) if exact[0]
+                                      else a * (up + grid[j]))
+        low = smallest(costs, lanes)
+        for j in range(m):  # the units (the learner's and the analyst's) and the sums
+            u = (costs[j] - low) / s if exact[1] else (costs[j] - low) * s
+            units[j] = 1.0 if u > 1.0 else u
+            losses[i, j] += units[j]
+            sums[0, i, j] += units[j]
+            sums[1, i, j] += costs[j]
+        expected, expected_game = 0.0, 0.0
+        for j in range(m):
+            expected += drawn[i, j] * units[j]
+            expected_game += drawn[i, j] * costs[j]
+        played[0, i] += units[last[i]]
+        played[1, i] += costs[last[i]]
+        mixed[0, i] += expected
+        mixed[1, i] += expected_game
+        for k in range(2):
+            largest = max(largest, mixed[k, i] - smallest(sums[k, i], lanes))
+        least = smallest(losses[i], lanes)
+        for j in range(m):
+            x[j] = max(-eta * (losses[i, j] - least), learners._EXP_FLOOR)
+        for j in range(m):  # the learners' exp (fdlibm's)
+            v = x[j]
+            if exact[3]:
+                k = np.rint(v * learners._INV_LN2)
+                hi = v - k * learners._LN2_HI
+                lo = k * learners._LN2_LO
+                r = hi - lo
+                t = r * r
+                c = r - t * (learners._P1 + t * (learners._P2 + t * (
+                    learners._P3 + t * (learners._P4 + t * learners._P5))))
+                x[j] = (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * learners._TWO_TO[
+                    int(k) + 1077]
+            else:
+                x[j] = v * v
+        s0 = s1 = s2 = s3 = 0.0
+        for j in range(0, 4 * (m // 4), 4):
+            s0, s1, s2, s3 = s0 + x[j], s1 + x[j + 1], s2 + x[j + 2], s3 + x[j + 3]
+        for j in range(4 * (m // 4), m):
+            s0 += x[j]
+        total = (s0 + s1) + (s2 + s3)
+        for j in range(m):
+            weights[i, j] = x[j] / total if exact[2] else x[j] * total
+        cumulative, drawn_action = 0.0, 0  # the next action, from the next weights
+        for j in range(m):
+            cumulative += weights[i, j]
+            if not cumulative < uniform[i]:
+                break
+            drawn_action += 1
+        last[i] = min(drawn_action, m - 1)
+    return largest
+
+
+@njit(error_model="numpy")
+def smallest(row, lanes):
+    """A row's smallest entry, in four lanes."""
+    l0 = l1 = l2 = l3 = row[0]
+    for j in range(1, lanes, 4):
+        l0, l1 = min(l0, row[j]), min(l1, row[j + 1])
+        l2, l3 = min(l2, row[j + 2]), min(l3, row[j + 3])
+    for j in range(lanes, row.size):
+        l0 = min(l0, row[j])
+    return min(min(l0, l1), min(l2, l3))
+
+
+#: The bound's variants: which exact operations are kept (eq 14's square root and division,
+#: the units' division, the normalising division, ``exp``).
+VARIANTS = {"exact": (True, True, True, True), "eq14_multiply": (False, True, True, True),
+            "units_multiply": (True, False, True, True),
+            "normalise_multiply": (True, True, False, True), "exp_multiply": (True, True, True,
+                                                                              False)}
+
+
+def bound(agents: int, reps: int) -> dict[str, dict]:
+    """:func:`fused_round` over ``agents x 21`` (each variant at 10^4; the exact one at 10^6)
+    against the floor, interleaved."""
+    kernel = fused_round
+    m, rng = 21, np.random.default_rng(0)
+    grid = np.linspace(0.0, 3.0, m)
+    state = (rng.random(agents), 5.0 * rng.random(agents), rng.random(agents), grid,
+             np.ones(agents), 0.3, np.zeros((agents, m)), np.full((agents, m), 1.0 / m),
+             np.empty((agents, m)), np.zeros((2, agents, m)), np.zeros((2, agents)),
+             np.zeros((2, agents)))
+    last = rng.integers(0, m, agents)
+    cells = rng.random((agents, m))
+    out = np.empty_like(cells)
+    variants = VARIANTS if agents <= 10_000 else {"exact": VARIANTS["exact"]}
+    times: dict[str, list[float]] = {name: [] for name in ("floor", *variants)}
+    for exact in variants.values():
+        kernel(*state, rng.random(agents), last, exact)
+    for _ in range(reps):
+        times["floor"].append(timed(lambda: floor_pass(cells, out)))
+        for name, exact in variants.items():
+            u = rng.random(agents)
+            times[name].append(timed(lambda e=exact, u=u: kernel(*state, u, last, e)))
+    floor = statistics.median(times.pop("floor"))
+    return {name: {"round_s": statistics.median(t), "ns_per_cell": statistics.median(t)
+                   / (agents * m) * 1e9, "ratio_to_floor": floor / statistics.median(t)}
+            for name, t in times.items()}
+
+
 def main() -> None:
     args = arguments(__doc__)
     if args.quick:
-        report = {"agents": 1000, **measure(1000, GAMES, 3)}
+        report = {"agents": 1000, **measure(1000, GAMES, 3), "bound": bound(1000, 3)}
     else:
         report = {"agents": 10_000, **measure(10_000, GAMES, 7),
-                  "million": measure(1_000_000, LARGE, 5)}
+                  "million": measure(1_000_000, LARGE, 5),
+                  "bound": bound(10_000, 31), "million_bound": bound(1_000_000, 5)}
     print(json.dumps(report, indent=2))
 
 

@@ -122,6 +122,50 @@ def test_learning_benchmark(quick_benchmarks):
             assert _finite(figures["round_s"], figures["floor_s"], figures["ratio_to_floor"])
             assert figures["ratio_to_floor"] == pytest.approx(
                 figures["floor_s"] / figures["round_s"], rel=1e-12)
+    bound = report["bound"]  # the fused round's arithmetic, whole and less each exact part
+    assert set(bound) == {"exact", "eq14_multiply", "units_multiply", "normalise_multiply",
+                          "exp_multiply"}
+    assert all(_finite(*figures.values()) for figures in bound.values())
+
+
+def test_the_learning_bound_does_the_engines_arithmetic(monkeypatch):
+    """The bound's fused bas Hedge round (bench_learning) does the engine's arithmetic: eq 14
+    and the capped units written out here, the learners' own exponential weights bit for bit,
+    the analyst's sums and the draw from the new weights."""
+    import numpy as np
+
+    from privgames.agents.learners import _softmin
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import bench_learning
+
+    rng = np.random.default_rng(5)
+    n, m, eta = 9, 21, 0.3
+    grid = np.linspace(0.0, 3.0, m)
+    base, upstream, alpha, span = (rng.random(n), 5.0 * rng.random(n), rng.random(n),
+                                   0.5 + rng.random(n))
+    losses, drawn = rng.random((n, m)), rng.dirichlet(np.ones(m), n)
+    before, last, uniform = losses.copy(), rng.integers(0, m, n), rng.random(n)
+    played_before = last.copy()
+    weights, sums = np.empty((n, m)), np.zeros((2, n, m))
+    played, mixed = np.zeros((2, n)), np.zeros((2, n))
+    largest = bench_learning.fused_round(base, upstream, alpha, grid, span, eta, losses, drawn,
+                                         weights, sums, played, mixed, uniform, last,
+                                         (True, True, True, True))
+    costs = base[:, None] + grid + alpha[:, None] / np.sqrt(upstream[:, None] + grid)  # eq 14
+    units = np.minimum((costs - costs.min(axis=1, keepdims=True)) / span[:, None], 1.0)
+    assert np.array_equal(losses, before + units)
+    assert np.array_equal(sums, np.stack([units, costs]))
+    assert np.array_equal(weights, _softmin(losses, eta))
+    rows = np.arange(n)
+    assert np.array_equal(played, np.stack([units[rows, played_before],
+                                            costs[rows, played_before]]))
+    np.testing.assert_allclose(mixed, np.stack([(drawn * units).sum(1), (drawn * costs).sum(1)]),
+                               rtol=1e-13)
+    assert largest == pytest.approx(max((mixed[0] - units.min(1)).max(),
+                                        (mixed[1] - costs.min(1)).max()), rel=1e-13)
+    assert np.array_equal(last, np.minimum((np.cumsum(weights, 1) < uniform[:, None]).sum(1),
+                                           m - 1))
 
 
 def test_pages_benchmark(quick_benchmarks):
