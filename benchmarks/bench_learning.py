@@ -18,14 +18,16 @@ with each of its exact operations made a multiply (eq 14's square root and divis
 division; the weights' normalising division; ``exp``), to say what each costs.
 
 Run ``python benchmarks/bench_learning.py`` (``--quick`` for a smoke run at 1,000 agents).
-Times are medians of interleaved repetitions in one process; the ratio is what to compare
-across machines.
+Times are medians of interleaved repetitions in one process (a fresh one per population);
+the ratio is what to compare across machines.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import sys
 
 import numpy as np
 from _common import arguments, timed
@@ -47,29 +49,36 @@ def floor_pass(cells: np.ndarray, out: np.ndarray) -> None:
         np.multiply(out, cells, out=out)
 
 
+def population(game: str, learner: str, agents: int, reps: int) -> dict[str, float]:
+    """One population's median round and its ratio to the floor of the game's own ``rows x
+    actions``, the two interleaved."""
+    model = LearningModel(LearningConfig(game=game, learner=learner, agents=agents,
+                                         rounds=10 * reps), seed=0)
+    model.step()  # compiled kernels and the first measurements out of the timing
+    cells = np.random.default_rng(0).random((model.slice_.row_count(model.config),
+                                             model.grid.size))
+    out = np.empty_like(cells)
+    floor, rounds = [], []
+    for _ in range(reps):  # interleaved repetitions
+        floor.append(timed(lambda: floor_pass(cells, out)))
+        rounds.append(timed(model.step))
+    model.close()
+    median, base = statistics.median(rounds), statistics.median(floor)
+    return {"round_s": median, "floor_s": base, "ratio_to_floor": base / median}
+
+
 def measure(agents: int, games: tuple[str, ...], reps: int) -> dict[str, dict]:
-    """Per learner and game: the median round and its ratio to the floor of the game's own
-    ``rows x actions``, the two interleaved; one population alive at a time (at 10^6 agents
-    several would compete for memory)."""
+    """:func:`population` per learner and game, each in a fresh process, as a user runs one
+    (one population alive at a time: at 10^6 agents several would compete for memory, and
+    one measured after another freed gigabytes ran SAR's rounds 1.2-1.4x slower)."""
     report: dict[str, dict] = {}
     for learner in ("hedge", "exp3"):
         report[learner] = {}
         for game in games:
-            model = LearningModel(LearningConfig(game=game, learner=learner, agents=agents,
-                                                 rounds=10 * reps), seed=0)
-            model.step()  # compiled kernels and the first measurements out of the timing
-            cells = np.random.default_rng(0).random((model.slice_.row_count(model.config),
-                                                     model.grid.size))
-            out = np.empty_like(cells)
-            floor, rounds = [], []
-            for _ in range(reps):  # interleaved repetitions
-                floor.append(timed(lambda c=cells, o=out: floor_pass(c, o)))
-                rounds.append(timed(model.step))
-            model.close()
-            del model, cells, out
-            median, base = statistics.median(rounds), statistics.median(floor)
-            report[learner][game] = {"round_s": median, "floor_s": base,
-                                     "ratio_to_floor": base / median}
+            done = subprocess.run([sys.executable, __file__, "--one",
+                                   f"{game},{learner},{agents},{reps}"],
+                                  capture_output=True, text=True, check=True)
+            report[learner][game] = json.loads(done.stdout.strip().splitlines()[-1])
     return report
 
 
@@ -189,6 +198,10 @@ def bound(agents: int, reps: int) -> dict[str, dict]:
 
 
 def main() -> None:
+    if "--one" in sys.argv:
+        game, learner, agents, reps = sys.argv[sys.argv.index("--one") + 1].split(",")
+        print(json.dumps(population(game, learner, int(agents), int(reps))))
+        return
     args = arguments(__doc__)
     if args.quick:
         report = {"agents": 1000, **measure(1000, GAMES, 3), "bound": bound(1000, 3)}
