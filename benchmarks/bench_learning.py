@@ -35,6 +35,7 @@ from numba import njit
 
 from privgames.agents import learners
 from privgames.environments.learning_dynamics import LearningConfig, LearningModel
+from privgames.environments.shards import BlockStreams
 
 GAMES = ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes")
 #: The games measured at 10^6 agents too (the sequential chain would hold 21 rows a user, and
@@ -197,6 +198,22 @@ def bound(agents: int, reps: int) -> dict[str, dict]:
             for name, t in times.items()}
 
 
+def sar_draws(agents: int, reps: int) -> dict[str, float]:
+    """The random numbers a SAR EXP3 round draws at ``agents`` users, from the per-block
+    streams as the slice does (each user's action; its place among the participants and two
+    uniforms for the colluders), against the floor of its ``agents x 2`` cells."""
+    streams = BlockStreams(np.random.SeedSequence(0), 0, 0, agents, agents)
+    cells = np.random.default_rng(0).random((agents, 2))
+    out = np.empty_like(cells)
+    floor, draws = [], []
+    for _ in range(reps):
+        floor.append(timed(lambda: floor_pass(cells, out)))
+        draws.append(timed(lambda: (streams.uniform(), streams.integers(agents // 2),
+                                    streams.uniform(2))))
+    median, base = statistics.median(draws), statistics.median(floor)
+    return {"draws_s": median, "floor_s": base, "draws_over_floor": median / base}
+
+
 def main() -> None:
     if "--one" in sys.argv:
         game, learner, agents, reps = sys.argv[sys.argv.index("--one") + 1].split(",")
@@ -204,11 +221,13 @@ def main() -> None:
         return
     args = arguments(__doc__)
     if args.quick:
-        report = {"agents": 1000, **measure(1000, GAMES, 3), "bound": bound(1000, 3)}
+        report = {"agents": 1000, **measure(1000, GAMES, 3), "bound": bound(1000, 3),
+                  "million_sar_draws": sar_draws(1000, 3)}
     else:
         report = {"agents": 10_000, **measure(10_000, GAMES, 7),
                   "million": measure(1_000_000, LARGE, 5),
-                  "bound": bound(10_000, 31), "million_bound": bound(1_000_000, 5)}
+                  "bound": bound(10_000, 31), "million_bound": bound(1_000_000, 5),
+                  "million_sar_draws": sar_draws(1_000_000, 9)}
     print(json.dumps(report, indent=2))
 
 

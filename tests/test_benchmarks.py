@@ -126,6 +126,10 @@ def test_learning_benchmark(quick_benchmarks):
     assert set(bound) == {"exact", "eq14_multiply", "units_multiply", "normalise_multiply",
                           "exp_multiply"}
     assert all(_finite(*figures.values()) for figures in bound.values())
+    draws = report["million_sar_draws"]  # SAR EXP3's draws a round, against its floor
+    assert _finite(*draws.values())
+    assert draws["draws_over_floor"] == pytest.approx(draws["draws_s"] / draws["floor_s"],
+                                                      rel=1e-12)
 
 
 def test_the_learning_bound_does_the_engines_arithmetic(monkeypatch):
