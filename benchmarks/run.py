@@ -257,7 +257,7 @@ def why_not_met(results: dict[str, dict], targets: list) -> list[str]:
     raw_rate = apes.get("kernel.draws", 0) / apes.get("kernel.exponential_seconds", math.inf)
     sampler_rate = apes.get("kernel.clip_laplace_per_s")
     paper = flat.get("paper_scale_s", {})
-    lines = []
+    lines, previous = [], None
     for bench, key, op, target, what in targets:
         value = flat.get(bench, {}).get(key)
         if value is not None and (value < target if op == "<" else value >= target):
@@ -293,9 +293,8 @@ def why_not_met(results: dict[str, dict], targets: list) -> list[str]:
                    " floors (this run), where 0.4 leaves 2.5 for the whole round")
         else:
             why = REASONS.get(key, "no floor measured")
-        if lines and lines[-1].endswith(f"| {why} |"):
-            why = "as the row above"
-        lines.append(f"| {what} | {why} |")
+        shown, previous = ("as the row above" if why == previous else why), why
+        lines.append(f"| {what} | {shown} |")
     if not lines:
         return []
     return ["", "## Not met: why", "", "| target | floor or reason |", "|---|---|", *lines]
