@@ -163,11 +163,14 @@ def smallest(row, lanes):
 
 
 #: The bound's variants: which exact operations are kept (eq 14's square root and division,
-#: the units' division, the normalising division, ``exp``).
+#: the units' division, the normalising division, ``exp``); ``reciprocals``: both divisions
+#: by a row's constant made multiplications by its reciprocal (an ulp off, the same on every
+#: CPU), eq 14's being the model's own.
 VARIANTS = {"exact": (True, True, True, True), "eq14_multiply": (False, True, True, True),
             "units_multiply": (True, False, True, True),
-            "normalise_multiply": (True, True, False, True), "exp_multiply": (True, True, True,
-                                                                              False)}
+            "normalise_multiply": (True, True, False, True),
+            "exp_multiply": (True, True, True, False),
+            "reciprocals": (True, False, False, True)}
 
 
 def bound(agents: int, reps: int) -> dict[str, dict]:

@@ -316,7 +316,10 @@ def learning_bound(learning: dict[str, float]) -> str:
             f"{learning['agents']:,} agents and "
             f"{learning.get('million_bound.exact.ratio_to_floor', math.nan):.2f} at 10^6"
             f": {exact:.1f} ns a cell, of which (ns, each made a multiply in turn) "
-            f"{parts}. The floor's arrays sit in the cache at 10^4, where numpy's `exp` is "
+            f"{parts}; with both divisions by a row's constant made multiplications by its "
+            "reciprocal (an ulp off, the same on every CPU; eq 14's root and division are the "
+            f"model's own) {learning.get('bound.reciprocals.ratio_to_floor', math.nan):.2f}. "
+            "The floor's arrays sit in the cache at 10^4, where numpy's `exp` is "
             "AVX-512 at about 1 ns a cell. The engine's separate passes (the learner's, the "
             "analyst's, the cost table's) and about 0.3 ms of Python a round take the games' "
             f"rounds to {min(engine):.2f}-{max(engine):.2f} (sar's 2 actions the least)")

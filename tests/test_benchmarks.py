@@ -124,7 +124,7 @@ def test_learning_benchmark(quick_benchmarks):
                 figures["floor_s"] / figures["round_s"], rel=1e-12)
     bound = report["bound"]  # the fused round's arithmetic, whole and less each exact part
     assert set(bound) == {"exact", "eq14_multiply", "units_multiply", "normalise_multiply",
-                          "exp_multiply"}
+                          "exp_multiply", "reciprocals"}
     assert all(_finite(*figures.values()) for figures in bound.values())
     draws = report["million_sar_draws"]  # SAR EXP3's draws a round, against its floor
     assert _finite(*draws.values())
