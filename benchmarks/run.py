@@ -288,8 +288,9 @@ def why_not_met(results: dict[str, dict], targets: list) -> list[str]:
             why = ("its draws alone take more than 0.4 allows: each user's action, its place "
                    "among the participants and two uniforms for the colluders (the attack as "
                    "it happens), from the per-block streams that keep every shard count's "
-                   f"numbers the same, take {draws['million_sar_draws.draws_s'] * 1e3:.1f} ms "
-                   f"a round at 10^6 users, {draws['million_sar_draws.draws_over_floor']:.1f}"
+                   f"numbers the same, take {draws['sar_draws.draws_s'] * 1e3:.1f} ms a round "
+                   f"at {int(draws['sar_draws.agents']):,} users, "
+                   f"{draws['sar_draws.draws_over_floor']:.1f}"
                    " floors (this run), where 0.4 leaves 2.5 for the whole round")
         else:
             why = REASONS.get(key, "no floor measured")
