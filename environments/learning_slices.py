@@ -104,6 +104,8 @@ from privgames.mechanisms.pricing_bayes import BinaryGame
 TYPES, ACT, RELEASE, SCALES, START, COMMON, ROUND_TYPES = range(7)
 #: Rounds of realized costs at the grid's middle that set the bandit learners' ranges.
 SCALE_DRAWS = 64
+#: :func:`_played_cells`' rows for "every row".
+_EVERY = np.zeros(0, dtype=np.bool_)
 
 
 @dataclass(frozen=True)
@@ -152,10 +154,13 @@ def _block_hashes(words, block, out):
 
 
 @compiled
-def _played_cells(costs, index, out):
-    """Each row's cost of the action it played, ``costs[i, index[i]]``."""
+def _played_cells(costs, index, active, out):
+    """Each row's cost of the action it played, ``costs[i, index[i]]``, for the rows that
+    played (``active``; empty: every row), into ``out`` (the others keep theirs)."""
+    every = active.size == 0
     for i in range(index.size):
-        out[i] = costs[i, index[i]]
+        if every or active[i]:
+            out[i] = costs[i, index[i]]
     return out
 
 
@@ -390,7 +395,8 @@ class GameSlice:
         self.learner.observe(feedback, self.active)
         point = isinstance(self.learner, SPSA)  # plays points off the grid; the others, cells
         own = (self._costs(v, totals, v[:, None])[:, 0] if point
-               else _played_cells(costs, self.learner.last, np.empty(self.rows)))
+               else _played_cells(costs, self.learner.last, _EVERY if self.active is None
+                                  else self.active, np.zeros(self.rows)))
         drawn_from = None if point else self.learner.drawn_from
         sums = self.sums.add(costs, own, drawn_from, self.active)
         self.mode_index = None if point else self.learner.mode()
@@ -1137,7 +1143,10 @@ class BASSequentialSlice(GameSlice):
         return {"beta": float(self.beta[i // self.ROWS])}
 
     def _indices(self, v: NDArray) -> NDArray:
-        return np.rint(v / self.step).astype(np.int64)
+        """The grid indices (steps) of ``v``: the learners' own for the round's actions and
+        the last iterate."""
+        index = self._grid_index(v)
+        return np.rint(v / self.step).astype(np.int64) if index is None else index
 
     def _maps(self, v: NDArray) -> NDArray:
         """Each user's level map (the leader's: its action), ``(size, m)``."""
