@@ -68,14 +68,19 @@ def population(game: str, learner: str, agents: int, reps: int) -> dict[str, flo
     return {"round_s": median, "floor_s": base, "ratio_to_floor": base / median}
 
 
-def measure(agents: int, games: tuple[str, ...], reps: int) -> dict[str, dict]:
-    """:func:`population` per learner and game, each in a fresh process, as a user runs one
-    (one population alive at a time: at 10^6 agents several would compete for memory, and
-    one measured after another freed gigabytes ran SAR's rounds 1.2-1.4x slower)."""
+def measure(agents: int, games: tuple[str, ...], reps: int,
+            fresh: bool = True) -> dict[str, dict]:
+    """:func:`population` per learner and game, each in a fresh process (``fresh``), as a
+    user runs one (one population alive at a time: at 10^6 agents several would compete for
+    memory, and one measured after another freed gigabytes ran SAR's rounds 1.2-1.4x
+    slower); the smoke run's in this one."""
     report: dict[str, dict] = {}
     for learner in ("hedge", "exp3"):
         report[learner] = {}
         for game in games:
+            if not fresh:
+                report[learner][game] = population(game, learner, agents, reps)
+                continue
             done = subprocess.run([sys.executable, __file__, "--one",
                                    f"{game},{learner},{agents},{reps}"],
                                   capture_output=True, text=True, check=True)
@@ -225,7 +230,8 @@ def main() -> None:
         return
     args = arguments(__doc__)
     if args.quick:
-        report = {"agents": 1000, **measure(1000, GAMES, 3), "bound": bound(1000, 3),
+        report = {"agents": 1000, **measure(1000, GAMES, 3, fresh=False),
+                  "bound": bound(1000, 3),
                   "sar_draws": sar_draws(1000, 3)}
     else:
         report = {"agents": 10_000, **measure(10_000, GAMES, 7),
