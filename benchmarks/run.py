@@ -311,21 +311,21 @@ def learning_bound(learning: dict[str, float]) -> str:
               for game in ("bas", "sar", "ppsp", "pricing")]
     parts = ", ".join(f"{name} {exact - learning[f'bound.{key}.ns_per_cell']:.1f}"
                       for key, name in EXACT_PARTS.items())
-    return (f"the round's exact arithmetic alone bounds it: bas Hedge's written as one compiled "
-            f"pass a row, with no Python, table, random numbers or hashes (bench_learning's "
-            f"`bound`), reaches {learning['bound.exact.ratio_to_floor']:.2f} of the floor at "
-            f"{learning['agents']:,} agents and "
-            f"{learning.get('million_bound.exact.ratio_to_floor', math.nan):.2f} at 10^6"
-            f": {exact:.1f} ns a cell, of which (ns, each made a multiply in turn) "
-            f"{parts}; with both divisions by a row's constant made multiplications by its "
-            "reciprocal (an ulp off, the same on every CPU; eq 14's root and division are the "
-            f"model's own) {learning.get('bound.reciprocals.ratio_to_floor', math.nan):.2f}, "
-            "before the rest of a round (its Python alone, about 0.2 ms at 100 agents, is a "
-            "third of a floor at 10^4). "
-            "The floor's arrays sit in the cache at 10^4, where numpy's `exp` is "
+    million = learning.get("million_bound.exact.ratio_to_floor")
+    return ("the round's exact arithmetic alone bounds it: bas Hedge's round written as one "
+            "compiled pass a row, with no Python, table, random numbers or hashes "
+            f"(bench_learning's `bound`), reaches {learning['bound.exact.ratio_to_floor']:.2f} "
+            f"of the floor at {int(learning['agents']):,} agents"
+            + ("" if million is None else f" ({million:.2f} at 10^6)")
+            + f": {exact:.1f} ns a cell, of which (ns, each made a multiply in turn) {parts}. "
+            "With both divisions by a row's constant made multiplications by its reciprocal (an "
+            "ulp off, the same on every CPU; eq 14's root and division are the model's own) it "
+            f"reaches {learning.get('bound.reciprocals.ratio_to_floor', math.nan):.2f}, before "
+            "the rest of a round: its Python alone, about 0.2 ms at 100 agents, is a third of a "
+            "floor at 10^4, where the floor's arrays sit in the cache and numpy's `exp` runs "
             "AVX-512 at about 1 ns a cell. The engine's separate passes (the learner's, the "
-            "analyst's, the cost table's) and about 0.2 ms of Python a round take the games' "
-            f"rounds to {min(engine):.2f}-{max(engine):.2f} (sar's 2 actions the least)")
+            "analyst's, the cost table's) take the games' rounds to "
+            f"{min(engine):.2f}-{max(engine):.2f} (sar's 2 actions the least)")
 
 
 def mutation_section() -> list[str]:
