@@ -146,7 +146,9 @@ def fused_round(base, upstream, alpha, grid, span, eta, losses, drawn, weights, 
         total = (s0 + s1) + (s2 + s3)
         for j in range(m):
             weights[i, j] = x[j] / total if exact[2] else x[j] * total
-        cumulative, drawn_action = 0.0, 0  # the next action, from the next weights
+        # the next action from the next weights, as the learners' _draw does (fused here into
+        # the row's pass: a compiled kernel cannot call the project's lazily compiled ones)
+        cumulative, drawn_action = 0.0, 0
         for j in range(m):
             cumulative += weights[i, j]
             if not cumulative < uniform[i]:
