@@ -17,6 +17,13 @@ iterate and the draw): no Python, no table, no random numbers, no hashes. It is 
 with each of its exact operations made a multiply (eq 14's square root and division; the units'
 division; the weights' normalising division; ``exp``), to say what each costs.
 
+Two more bounds, for the targets the first does not cover. ``pair_bound``: SAR's Hedge round
+at its 2 actions written straight (no loop over the actions; the engine's numbers bit for bit)
+and the action draws from the per-block streams, at 10^6 users. ``bayes_bound``: what a
+pricing-bayes round where the last iterate moved must compute at 10^4 clients, each part by
+itself: the interim sums' additions alone, and the learners' and the analyst's arithmetic over
+the rows that play.
+
 Run ``python benchmarks/bench_learning.py`` (``--quick`` for a smoke run at 1,000 agents).
 Times are medians of interleaved repetitions in one process (a fresh one per population);
 the ratio is what to compare across machines.
@@ -36,6 +43,7 @@ from numba import njit
 from privgames.agents import learners
 from privgames.environments.learning_dynamics import LearningConfig, LearningModel
 from privgames.environments.shards import BlockStreams
+from privgames.mechanisms.learning_games import TYPE_PROFILES
 
 GAMES = ("bas", "bas-sequential", "sar", "ppsp", "pricing", "pricing-bayes")
 #: The games measured at 10^6 agents too (the sequential chain would hold 21 rows a user, and
@@ -52,20 +60,23 @@ def floor_pass(cells: np.ndarray, out: np.ndarray) -> None:
 
 def population(game: str, learner: str, agents: int, reps: int) -> dict[str, float]:
     """One population's median round and its ratio to the floor of the game's own ``rows x
-    actions``, the two interleaved."""
+    actions``, the two interleaved, and the share of the timed rounds where the last iterate
+    moved (the analyst then measures it again)."""
     model = LearningModel(LearningConfig(game=game, learner=learner, agents=agents,
                                          rounds=10 * reps), seed=0)
     model.step()  # compiled kernels and the first measurements out of the timing
     cells = np.random.default_rng(0).random((model.slice_.row_count(model.config),
                                              model.grid.size))
     out = np.empty_like(cells)
-    floor, rounds = [], []
+    floor, rounds, moved = [], [], 0
     for _ in range(reps):  # interleaved repetitions
         floor.append(timed(lambda: floor_pass(cells, out)))
         rounds.append(timed(model.step))
+        moved += model.state.last_change == model.steps
     model.close()
     median, base = statistics.median(rounds), statistics.median(floor)
-    return {"round_s": median, "floor_s": base, "ratio_to_floor": base / median}
+    return {"round_s": median, "floor_s": base, "ratio_to_floor": base / median,
+            "iterate_moved": moved / reps}
 
 
 def measure(agents: int, games: tuple[str, ...], reps: int,
@@ -208,6 +219,144 @@ def bound(agents: int, reps: int) -> dict[str, dict]:
             for name, t in times.items()}
 
 
+@njit(error_model="numpy")
+def fdlibm_exp(v):
+    """The learners' ``exp`` (fdlibm's, as :func:`~privgames.agents.learners._learn_rows`
+    writes it out)."""
+    k = np.rint(v * learners._INV_LN2)
+    hi = v - k * learners._LN2_HI
+    lo = k * learners._LN2_LO
+    r = hi - lo
+    t = r * r
+    c = r - t * (learners._P1 + t * (learners._P2 + t * (learners._P3 + t * (
+        learners._P4 + t * learners._P5))))
+    return (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * learners._TWO_TO[int(k) + 1077]
+
+
+@njit(error_model="numpy")
+def pair_round(table, span, eta, losses, drawn, weights, sums, played, mixed, lows, uniform,
+               last):
+    """One SAR Hedge round's arithmetic at its 2 actions, written straight (no loop over the
+    actions), row by row: a row's costs are its last action's row of ``table`` (as
+    ``SARGame.costs_given`` gathers them), then the learner's capped units, losses, last
+    iterate and next weights (:func:`~privgames.agents.learners._learn_rows`), the analyst's
+    sums and largest gains (``learning_measures._add_round``) and the draw, in the engine's
+    operations and order. Returns the largest regret or CCE gain."""
+    largest = -np.inf
+    for i in range(losses.shape[0]):
+        a, s = last[i], span[i]
+        c0, c1 = table[a, 0], table[a, 1]
+        low = c0 if c0 < np.inf else np.inf
+        low = c1 if c1 < low else low
+        u0, u1 = (c0 - low) / s, (c1 - low) / s
+        u0, u1 = 1.0 if u0 > 1.0 else u0, 1.0 if u1 > 1.0 else u1
+        losses[i, 0] += u0
+        losses[i, 1] += u1
+        shift = c1 if c1 < c0 else c0  # the analyst's units (its own pass: the same numbers)
+        v0, v1 = (c0 - shift) / s, (c1 - shift) / s
+        v0, v1 = 0.0 if v0 < 0.0 else 1.0 if v0 > 1.0 else v0, 0.0 if v1 < 0.0 else (
+            1.0 if v1 > 1.0 else v1)
+        own, own_units = (c0, v0) if a == 0 else (c1, v1)
+        played[0, i] += own_units
+        played[1, i] += own
+        sums[0, i, 0] += v0
+        sums[0, i, 1] += v1
+        sums[1, i, 0] += c0
+        sums[1, i, 1] += c1
+        p0, p1 = drawn[i, 0], drawn[i, 1]
+        expected, expected_game = 0.0, 0.0
+        if p0 > 0.0:
+            expected += p0 * v0
+            expected_game += p0 * c0
+        if p1 > 0.0:
+            expected += p1 * v1
+            expected_game += p1 * c1
+        mixed[0, i] += expected
+        mixed[1, i] += expected_game
+        for k in range(2):
+            g0, g1 = sums[k, i, 0], sums[k, i, 1]
+            lows[k, i] = g1 if g1 < g0 else g0
+            largest = max(largest, mixed[k, i] - lows[k, i], played[k, i] - lows[k, i])
+        l0, l1 = losses[i, 0], losses[i, 1]
+        least = min(l0, l1)
+        x0 = fdlibm_exp(max(-eta * (l0 - least), learners._EXP_FLOOR))
+        x1 = fdlibm_exp(max(-eta * (l1 - least), learners._EXP_FLOOR))
+        total = (0.0 + x0) + x1
+        w0 = weights[i, 0] = x0 / total
+        weights[i, 1] = x1 / total
+        # the next action, as the learners' _draw takes it (a compiled kernel cannot call
+        # the project's lazily compiled ones)
+        last[i] = 0 if not w0 < uniform[i] else 1
+    return largest
+
+
+def pair_bound(agents: int, reps: int) -> dict[str, float]:
+    """:func:`pair_round` at ``agents`` rows and the round's action draws from the per-block
+    streams (one uniform a user, as the slice draws them), against the floor of ``agents x
+    2``, interleaved."""
+    rng = np.random.default_rng(0)
+    table = np.array([[0.0, 0.7], [0.0, 0.6]])  # abstain, or take part at a gain of 0.6-0.7
+    state = (table, np.ones(agents), 0.3, np.zeros((agents, 2)), np.full((agents, 2), 0.5),
+             np.empty((agents, 2)), np.zeros((2, agents, 2)), np.zeros((2, agents)),
+             np.zeros((2, agents)), np.zeros((2, agents)))
+    last = rng.integers(0, 2, agents)
+    streams = BlockStreams(np.random.SeedSequence(0), 0, 0, agents, agents)
+    cells = rng.random((agents, 2))
+    out = np.empty_like(cells)
+    pair_round(*state, rng.random(agents), last)
+    floor, rounds, draws = [], [], []
+    for _ in range(reps):
+        floor.append(timed(lambda: floor_pass(cells, out)))
+        draws.append(timed(streams.uniform))
+        u = rng.random(agents)
+        rounds.append(timed(lambda u=u: pair_round(*state, u, last)))
+    base, arithmetic, drawn = map(statistics.median, (floor, rounds, draws))
+    return {"agents": agents, "arithmetic_s": arithmetic, "draws_s": drawn, "floor_s": base,
+            "ratio_to_floor": base / (arithmetic + drawn)}
+
+
+@njit(error_model="numpy")
+def interim_adds(row, clients, profiles):
+    """The additions of pricing-bayes' interim sums and nothing else: each client's
+    ``profiles`` rows of candidates added into its own, every row the same one (kept in
+    L1: no table to gather from, no index to read)."""
+    out = np.zeros((clients, row.size))
+    for c in range(clients):
+        acc = out[c]
+        for _ in range(profiles):
+            for j in range(row.size):
+                acc[j] += row[j]
+    return out
+
+
+def bayes_bound(clients: int, reps: int) -> dict[str, float]:
+    """What a pricing-bayes round where the last iterate moved must compute at ``clients``
+    clients, each part by itself: the analyst's interim sums' additions over
+    :data:`~privgames.mechanisms.learning_games.TYPE_PROFILES` profiles (:func:`interim_adds`,
+    42 candidates padded to 48: whole vectors, faster), and the learners' and the analyst's
+    arithmetic over the rows that play (a client each) at 42 actions (:func:`fused_round`
+    with its cost one multiply), interleaved."""
+    m, profiles, rng = 42, TYPE_PROFILES, np.random.default_rng(0)
+    row = rng.random(48)
+    grid = np.linspace(0.0, 3.0, m)
+    state = (rng.random(clients), 5.0 * rng.random(clients), rng.random(clients), grid,
+             np.ones(clients), 0.3, np.zeros((clients, m)), np.full((clients, m), 1.0 / m),
+             np.empty((clients, m)), np.zeros((2, clients, m)), np.zeros((2, clients)),
+             np.zeros((2, clients)))
+    last = rng.integers(0, m, clients)
+    interim_adds(row, 1, profiles)
+    fused_round(*state, rng.random(clients), last, VARIANTS["eq14_multiply"])
+    adds, learning = [], []
+    for _ in range(reps):
+        adds.append(timed(lambda: interim_adds(row, clients, profiles)))
+        u = rng.random(clients)
+        learning.append(timed(lambda u=u: fused_round(*state, u, last,
+                                                      VARIANTS["eq14_multiply"])))
+    a, b = statistics.median(adds), statistics.median(learning)
+    return {"clients": clients, "profiles": profiles, "interim_adds_s": a, "learning_s": b,
+            "round_s": a + b}
+
+
 def sar_draws(agents: int, reps: int) -> dict[str, float]:
     """The random numbers a SAR EXP3 round draws at ``agents`` users, from the per-block
     streams as the slice does (each user's action; its place among the participants and two
@@ -234,12 +383,15 @@ def main() -> None:
     if args.quick:
         report = {"agents": 1000, **measure(1000, GAMES, 3, fresh=False),
                   "bound": bound(1000, 3),
-                  "sar_draws": sar_draws(1000, 3)}
+                  "sar_draws": sar_draws(1000, 3), "pair_bound": pair_bound(1000, 3),
+                  "bayes_bound": bayes_bound(1000, 3)}
     else:
         report = {"agents": 10_000, **measure(10_000, GAMES, 7),
                   "million": measure(1_000_000, LARGE, 5),
                   "bound": bound(10_000, 31), "million_bound": bound(1_000_000, 5),
-                  "sar_draws": sar_draws(1_000_000, 9)}
+                  "sar_draws": sar_draws(1_000_000, 9),
+                  "pair_bound": pair_bound(1_000_000, 9),
+                  "bayes_bound": bayes_bound(10_000, 9)}
     print(json.dumps(report, indent=2))
 
 

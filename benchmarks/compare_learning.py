@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 from pathlib import Path
 
@@ -107,6 +108,28 @@ def lines_table() -> list[str]:
     return out + [f"| total | {sum(before.values()):,} | {sum(after.values()):,} |"]
 
 
+def bayes_bound(before: dict, after: dict) -> list[str]:
+    """What bounds pricing-bayes' 10x: a round where the last iterate moved, each of its
+    parts by itself (``bench_learning``'s ``bayes_bound``), against the target's round."""
+    bound = after.get("bayes_bound")
+    if not bound or "pricing-bayes" not in before.get("hedge", {}):
+        return []
+    target = {learner: before[learner]["pricing-bayes"]["round_s"] / 10.0
+              for learner in ("hedge", "exp3")}
+    moved = [after[learner]["pricing-bayes"].get("iterate_moved", math.nan)
+             for learner in ("hedge", "exp3")]
+    return [f"pricing-bayes' 10x asks for a round in {target['hedge'] * 1e3:.1f} ms (Hedge) "
+            f"and {target['exp3'] * 1e3:.1f} ms (EXP3) at {after['agents']:,} clients. A round "
+            "where the last iterate moved (the analyst then takes every row's interim cost over "
+            f"{bound['profiles']} type profiles: {moved[0]:.0%} and {moved[1]:.0%} of the timed "
+            "rounds) cannot: its parts by themselves (`bench_learning.py`'s `bayes_bound`) take "
+            f"{bound['round_s'] * 1e3:.1f} ms, the interim sums' additions alone "
+            f"{bound['interim_adds_s'] * 1e3:.1f} ms ({bound['profiles']} rows of 42 candidates "
+            "a client, padded to 48, every row kept in L1) and the learners' and the analyst's "
+            f"arithmetic over the rows that play {bound['learning_s'] * 1e3:.1f} ms (the bound's "
+            "fused round at 42 actions, its cost one multiply).", ""]
+
+
 def section(before: dict, after: dict, scale: list[dict] | None = None) -> list[str]:
     return [HEADING, "",
             "A round over the floor of its work (one exp + ten multiply passes over the game's "
@@ -116,7 +139,7 @@ def section(before: dict, after: dict, scale: list[dict] | None = None) -> list[
             "| agents | game | learner | before: round / floor | before: s a round | "
             "after: round / floor | after: s a round | speed-up | target | met |",
             "|---|---|---|---|---|---|---|---|---|---|", *rows(before, after), "",
-            morning(after), "",
+            morning(after), "", *bayes_bound(before, after),
             *(["pricing, Hedge, at 10^6 agents (`bench_shards.py --one 1000000,SHARDS,6,2,"
                f"pricing`); before: the issue's figures (the driver of 2 shards then "
                f"{BEFORE_DRIVER_MB} MB):", "", *scale_rows(scale), ""] if scale else []),

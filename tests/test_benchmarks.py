@@ -126,6 +126,16 @@ def test_learning_benchmark(quick_benchmarks):
     assert set(bound) == {"exact", "eq14_multiply", "units_multiply", "normalise_multiply",
                           "exp_multiply", "reciprocals"}
     assert all(_finite(*figures.values()) for figures in bound.values())
+    for figures in report["hedge"].values():  # rounds where the analyst measured again
+        assert 0.0 <= figures["iterate_moved"] <= 1.0
+    pair = report["pair_bound"]  # SAR Hedge's round written straight, with its draws
+    assert _finite(*pair.values())
+    assert pair["ratio_to_floor"] == pytest.approx(
+        pair["floor_s"] / (pair["arithmetic_s"] + pair["draws_s"]), rel=1e-12)
+    bayes = report["bayes_bound"]  # a pricing-bayes round's sums and learning, by themselves
+    assert _finite(*bayes.values())
+    assert bayes["round_s"] == pytest.approx(bayes["interim_adds_s"] + bayes["learning_s"],
+                                             rel=1e-12)
     draws = report["sar_draws"]  # SAR EXP3's draws a round, against its floor
     assert _finite(*draws.values())
     assert draws["draws_over_floor"] == pytest.approx(draws["draws_s"] / draws["floor_s"],
@@ -170,6 +180,64 @@ def test_the_learning_bound_does_the_engines_arithmetic(monkeypatch):
     assert largest == pytest.approx(max((mixed - lows).max(), (played - lows).max()), rel=1e-13)
     assert np.array_equal(last, np.minimum((np.cumsum(weights, 1) < uniform[:, None]).sum(1),
                                            m - 1))
+
+
+def test_the_pair_bound_does_the_engines_arithmetic(monkeypatch):
+    """The bound's SAR Hedge round at 2 actions (bench_learning's ``pair_round``) gives the
+    engine's numbers bit for bit over two rounds: the learners' pass (``_learn_rows``), the
+    analyst's sums (``RegretSums``) and the draw (``_draw``), on the costs gathered here from
+    the table by each row's action."""
+    import numpy as np
+
+    from privgames.agents.learners import _draw, _learn_rows
+    from privgames.environments.learning_measures import RegretSums
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import bench_learning
+
+    rng = np.random.default_rng(8)
+    n, eta, rows = 64, 0.3, np.arange(64)
+    table = np.array([[0.0, 0.7], [0.0, -0.4]])
+    span = 0.5 + rng.random(n)
+    losses, drawn = 3.0 * rng.random((n, 2)), rng.dirichlet(np.ones(2), n)
+    drawn[:5] = [1.0, 0.0]  # a zero weight is left out of the expected cost
+    last = rng.integers(0, 2, n)
+    every = np.ones(n, np.bool_)
+    engine_losses, engine_last = losses.copy(), last.copy()
+    weights, lowest = np.empty((n, 2)), np.zeros(n, np.int64)
+    sums = RegretSums(n, 2, True, span, np.zeros(n), np.ones(n))
+    bench = (losses.copy(), drawn, np.empty((n, 2)), np.zeros((2, n, 2)), np.zeros((2, n)),
+             np.zeros((2, n)), np.zeros((2, n)))
+    for _ in range(2):
+        uniform = rng.random(n)
+        costs = table[engine_last]
+        _learn_rows(engine_losses, eta, weights, lowest, every, costs, span, True, True, True)
+        out = sums.add(costs, costs[rows, engine_last], drawn, every)
+        engine_last = _draw(weights, uniform, np.zeros(n, np.int64))
+        largest = bench_learning.pair_round(table, span, eta, *bench, uniform, last)
+        assert np.array_equal(bench[0], engine_losses) and np.array_equal(bench[2], weights)
+        assert np.array_equal(last, engine_last)
+    _, _, _, grid, played, mixed, lows = bench
+    assert np.array_equal(grid, sums.grid) and np.array_equal(played, sums.played)
+    assert np.array_equal(mixed, sums.mixed) and np.array_equal(lows, sums.lows)
+    assert largest == max(out["regret"], out["cce"], out["regret_game"], out["cce_game"])
+    assert 0 < last.sum() < n  # both actions drawn
+
+
+def test_the_interim_adds_are_the_sums_in_profile_order(monkeypatch):
+    """The bound's interim additions (bench_learning's ``interim_adds``) add each profile's
+    row into each client's in order, as the engine's interim sums do."""
+    import numpy as np
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import bench_learning
+
+    row = np.random.default_rng(2).random(48)
+    out = bench_learning.interim_adds(row, 3, 7)
+    expected = np.zeros(48)
+    for _ in range(7):
+        expected = expected + row
+    assert out.shape == (3, 48) and all(np.array_equal(x, expected) for x in out)
 
 
 def test_pages_benchmark(quick_benchmarks):
