@@ -203,6 +203,7 @@ class GameSlice:
         self.value_index = self.mode_index = None  # their grid indices (not SPSA's points)
         self._table: NDArray | None = None  # the round's costs (:attr:`KEEPS_TABLE`)
         self._totals: dict = {}  # the last round's aggregates (an agent's costs, on request)
+        self._iterate: Partials | None = None  # the last iterate's partials, while it stays
 
     # --- a game's pieces ------------------------------------------------------------------------
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
@@ -403,7 +404,10 @@ class GameSlice:
         mode = self.learner.current() if point else self.grid[self.mode_index]
         changed = not np.array_equal(mode, self.mode)
         self.mode = mode
-        partials = self.iterate_partials()
+        if changed or self._iterate is None:  # a function of the iterate alone: kept
+            self._iterate = self.iterate_partials()
+        partials = Partials(dict(self._iterate.sums), dict(self._iterate.maxima),
+                            dict(self._iterate.gathered))
         partials.sums["social"] = self._social_sums(v, totals, own)
         partials.sums["mode_hash"] = block_hashes(self._by_agent(mode))
         partials.maxima.update({**{k: float(x) for k, x in sums.items()},
@@ -412,7 +416,8 @@ class GameSlice:
 
     def iterate_partials(self) -> Partials:
         """The last iterate's aggregates (names ``mode_``-prefixed) and its distances'
-        partials."""
+        partials: functions of the iterate alone (a round sends them again unchanged while
+        the iterate stays)."""
         partials = self._profile_partials(self.mode, prefix="mode_")
         distance = self._distance_partials(self.mode)
         partials.sums.update(distance.sums)
@@ -923,21 +928,31 @@ class BayesPricingSlice(GameSlice):
         return self.rules.counts(self._by_type(v), types).reshape(-1, 1)
 
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
-        return Partials({f"{prefix}counts": self._counts(v, self.types[None]),
-                         f"{prefix}profile_counts": self._counts(v, self.profiles)})
+        """The analyst's profiles' counts (any profile's interim costs and social cost) and,
+        for the round's play (no ``prefix``), the counts under the round's types (its costs
+        and release)."""
+        partials = Partials({f"{prefix}profile_counts": self._counts(v, self.profiles)})
+        if not prefix:
+            partials.sums["counts"] = self._counts(v, self.types[None])
+        return partials
 
     def _interim(self, v: NDArray, counts: NDArray, types: NDArray, p: NDArray,
-                 candidates: NDArray | None = None) -> NDArray:
-        """Every row's cost of each candidate over profiles ``types`` (weights ``p``) whose
-        combined counts are ``counts``."""
+                 candidates: NDArray | None = None, rows: NDArray | None = None) -> NDArray:
+        """Every row's (or the ``rows``') cost of each candidate over profiles ``types``
+        (weights ``p``) whose combined counts are ``counts``."""
+        every = slice(None) if rows is None else rows
         return self.rules.interim(self.rules.totals(counts.reshape(len(p), 2, -1)), p,
-                                  self._by_type(v), types, self.client, self.row_type,
-                                  candidates)
+                                  self._by_type(v), types, self.client[every],
+                                  self.row_type[every], candidates)
 
     def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
-        """This round's costs of the rows that play (0 for the others)."""
-        costs = self._interim(v, totals["counts"], self.types[None], np.ones(1), candidates)
-        return np.where(self.active[:, None], costs, 0.0)
+        """This round's costs of the rows that play (0 for the others: not computed)."""
+        rows = np.flatnonzero(self.active)
+        costs = np.zeros((self.rows, self.grid.size if candidates is None
+                          else candidates.shape[1]))
+        costs[rows] = self._interim(v, totals["counts"], self.types[None], np.ones(1),
+                                    None if candidates is None else candidates[rows], rows)
+        return costs
 
     def _release(self, v: NDArray, types: NDArray) -> tuple[NDArray, NDArray]:
         """Each client's report and noise level under ``types``."""

@@ -536,6 +536,25 @@ def test_bad_bayes_configuration_is_named(kwargs, message):
         LearningModel(LearningConfig(**kwargs), seed=0)
 
 
+@pytest.mark.parametrize("game", ["bas", "pricing-bayes", "bas-sequential"])
+def test_a_round_sends_the_partials_of_the_iterate_it_ends_with(game):
+    """A round sends its last iterate's partials again only while the iterate stays: after
+    every round they are the ones the iterate has now, computed afresh."""
+    model = LearningModel(LearningConfig(game=game, learner="regret_matching", agents=12,
+                                         rounds=40),
+                          seed=4)
+    sl = slice_of(model)
+    moved = 0
+    for _ in range(40):
+        before = sl.mode.copy()
+        model.step()
+        moved += not np.array_equal(before, sl.mode)
+        fresh, kept = sl.iterate_partials(), sl._iterate
+        assert kept.sums.keys() == fresh.sums.keys() and kept.maxima == fresh.maxima
+        assert all(np.array_equal(kept.sums[k], fresh.sums[k]) for k in fresh.sums)
+    assert 0 < moved < 40  # the iterate both moved and stayed
+
+
 def test_bayes_same_seed_same_play():
     config = LearningConfig(game="pricing-bayes", learner="exp3", rounds=60, history=True)
     a = LearningModel(config, seed=12).run()
