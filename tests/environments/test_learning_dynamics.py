@@ -555,6 +555,24 @@ def test_a_round_sends_the_partials_of_the_iterate_it_ends_with(game):
     assert 0 < moved < 40  # the iterate both moved and stayed
 
 
+@pytest.mark.parametrize("clients", [1, 6, 11])
+def test_bayes_counts_are_the_clients_per_profile_type_and_action(clients):
+    """The analyst's counts of clients per (profile, type, action), written out here one
+    client at a time (any number of clients, not only whole lanes of four)."""
+    model = LearningModel(LearningConfig(game="pricing-bayes", learner="hedge",
+                                         agents=max(clients, 2), rounds=2), seed=1)
+    rules = slice_of(model).rules
+    rng = np.random.default_rng(clients)
+    k = rules.grid.size
+    actions = rng.integers(0, k, (2, clients))
+    types = rng.integers(0, 2, (9, clients)).astype(np.int8)
+    expected = np.zeros((9, 2, k))
+    for s in range(9):
+        for c in range(clients):
+            expected[s, types[s, c], actions[types[s, c], c]] += 1
+    assert np.array_equal(rules.counts(actions, types), expected)
+
+
 def test_bayes_same_seed_same_play():
     config = LearningConfig(game="pricing-bayes", learner="exp3", rounds=60, history=True)
     a = LearningModel(config, seed=12).run()
