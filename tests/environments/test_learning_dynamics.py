@@ -560,7 +560,7 @@ def test_bayes_counts_are_the_clients_per_profile_type_and_action(clients):
     """The analyst's counts of clients per (profile, type, action), written out here one
     client at a time (any number of clients, not only whole lanes of four)."""
     model = LearningModel(LearningConfig(game="pricing-bayes", learner="hedge",
-                                         agents=max(clients, 2), rounds=2), seed=1)
+                                         agents=max(clients, 3), rounds=2), seed=1)
     rules = slice_of(model).rules
     rng = np.random.default_rng(clients)
     k = rules.grid.size
