@@ -100,6 +100,20 @@ def measure(agents: int, games: tuple[str, ...], reps: int,
 
 
 @njit(error_model="numpy")
+def fdlibm_exp(v):
+    """The learners' ``exp`` (fdlibm's, as :func:`~privgames.agents.learners._learn_rows`
+    writes it out)."""
+    k = np.rint(v * learners._INV_LN2)
+    hi = v - k * learners._LN2_HI
+    lo = k * learners._LN2_LO
+    r = hi - lo
+    t = r * r
+    c = r - t * (learners._P1 + t * (learners._P2 + t * (learners._P3 + t * (
+        learners._P4 + t * learners._P5))))
+    return (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * learners._TWO_TO[int(k) + 1077]
+
+
+@njit(error_model="numpy")
 def fused_round(base, upstream, alpha, grid, span, eta, losses, drawn, weights, sums, played,
                 mixed, uniform, last, exact):
     """One bas Hedge round's arithmetic, row by row (see the module's docstring); ``exact``:
@@ -136,19 +150,7 @@ def fused_round(base, upstream, alpha, grid, span, eta, losses, drawn, weights, 
         for j in range(m):
             x[j] = max(-eta * (losses[i, j] - least), learners._EXP_FLOOR)
         for j in range(m):  # the learners' exp (fdlibm's)
-            v = x[j]
-            if exact[3]:
-                k = np.rint(v * learners._INV_LN2)
-                hi = v - k * learners._LN2_HI
-                lo = k * learners._LN2_LO
-                r = hi - lo
-                t = r * r
-                c = r - t * (learners._P1 + t * (learners._P2 + t * (
-                    learners._P3 + t * (learners._P4 + t * learners._P5))))
-                x[j] = (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * learners._TWO_TO[
-                    int(k) + 1077]
-            else:
-                x[j] = v * v
+            x[j] = fdlibm_exp(x[j]) if exact[3] else x[j] * x[j]
         s0 = s1 = s2 = s3 = 0.0
         for j in range(0, 4 * (m // 4), 4):
             s0, s1, s2, s3 = s0 + x[j], s1 + x[j + 1], s2 + x[j + 2], s3 + x[j + 3]
@@ -217,20 +219,6 @@ def bound(agents: int, reps: int) -> dict[str, dict]:
     return {name: {"round_s": statistics.median(t), "ns_per_cell": statistics.median(t)
                    / (agents * m) * 1e9, "ratio_to_floor": floor / statistics.median(t)}
             for name, t in times.items()}
-
-
-@njit(error_model="numpy")
-def fdlibm_exp(v):
-    """The learners' ``exp`` (fdlibm's, as :func:`~privgames.agents.learners._learn_rows`
-    writes it out)."""
-    k = np.rint(v * learners._INV_LN2)
-    hi = v - k * learners._LN2_HI
-    lo = k * learners._LN2_LO
-    r = hi - lo
-    t = r * r
-    c = r - t * (learners._P1 + t * (learners._P2 + t * (learners._P3 + t * (
-        learners._P4 + t * learners._P5))))
-    return (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * learners._TWO_TO[int(k) + 1077]
 
 
 @njit(error_model="numpy")
