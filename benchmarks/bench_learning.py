@@ -194,16 +194,22 @@ VARIANTS = {"exact": (True, True, True, True), "eq14_multiply": (False, True, Tr
             "reciprocals": (True, False, False, True)}
 
 
+def fused_state(rows: int, m: int, rng: np.random.Generator) -> tuple[tuple, np.ndarray]:
+    """:func:`fused_round`'s arguments before ``uniform`` (a row's base, upstream noise,
+    weight, the grid, the spans, the step size, losses, the weights drawn from, the next
+    weights and the analyst's sums) and each row's last action, for ``rows x m`` cells."""
+    state = (rng.random(rows), 5.0 * rng.random(rows), rng.random(rows),
+             np.linspace(0.0, 3.0, m), np.ones(rows), 0.3, np.zeros((rows, m)),
+             np.full((rows, m), 1.0 / m), np.empty((rows, m)), np.zeros((2, rows, m)),
+             np.zeros((2, rows)), np.zeros((2, rows)))
+    return state, rng.integers(0, m, rows)
+
+
 def bound(agents: int, reps: int) -> dict[str, dict]:
     """:func:`fused_round` over ``agents x 21`` (each variant at 10^4; the exact one at 10^6)
     against the floor, interleaved."""
     m, rng = 21, np.random.default_rng(0)
-    grid = np.linspace(0.0, 3.0, m)
-    state = (rng.random(agents), 5.0 * rng.random(agents), rng.random(agents), grid,
-             np.ones(agents), 0.3, np.zeros((agents, m)), np.full((agents, m), 1.0 / m),
-             np.empty((agents, m)), np.zeros((2, agents, m)), np.zeros((2, agents)),
-             np.zeros((2, agents)))
-    last = rng.integers(0, m, agents)
+    state, last = fused_state(agents, m, rng)
     cells = rng.random((agents, m))
     out = np.empty_like(cells)
     variants = VARIANTS if agents <= 10_000 else {"exact": VARIANTS["exact"]}
@@ -326,12 +332,7 @@ def bayes_bound(clients: int, reps: int) -> dict[str, float]:
     with its cost one multiply), interleaved."""
     m, profiles, rng = 42, TYPE_PROFILES, np.random.default_rng(0)
     row = rng.random(48)
-    grid = np.linspace(0.0, 3.0, m)
-    state = (rng.random(clients), 5.0 * rng.random(clients), rng.random(clients), grid,
-             np.ones(clients), 0.3, np.zeros((clients, m)), np.full((clients, m), 1.0 / m),
-             np.empty((clients, m)), np.zeros((2, clients, m)), np.zeros((2, clients)),
-             np.zeros((2, clients)))
-    last = rng.integers(0, m, clients)
+    state, last = fused_state(clients, m, rng)
     interim_adds(row, 1, profiles)
     fused_round(*state, rng.random(clients), last, VARIANTS["eq14_multiply"])
     adds, learning = [], []
