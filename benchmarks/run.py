@@ -332,9 +332,9 @@ def pair_bound(learning: dict[str, float]) -> str:
     if "pair_bound.ratio_to_floor" not in learning:
         return "no bound measured"
     return ("its exact arithmetic and its draws alone bound it: the round written straight "
-            "for 2 actions, one compiled pass a row with no Python, table or hashes (the "
-            "learner's units, losses, fdlibm `exp` and normalising division, the analyst's "
-            "sums and gains, the next action: the engine's numbers bit for bit; "
+            "for 2 actions, one compiled pass a row with no Python, no kept cost table and no "
+            "hashes (the learner's units, losses, fdlibm `exp` and normalising division, the "
+            "analyst's sums and gains, the next action: the engine's numbers bit for bit; "
             "bench_learning's `pair_bound`), takes "
             f"{learning['pair_bound.arithmetic_s'] * 1e3:.1f} ms at "
             f"{int(learning['pair_bound.agents']):,} users and the actions' uniforms from the "
