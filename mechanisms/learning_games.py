@@ -822,7 +822,7 @@ def _counts(actions, types, k):
         column[0, c] = actions[0, c]
         column[1, c] = k + actions[1, c]
     lanes = np.zeros((4, 2 * k))
-    out = np.zeros((profiles, 2, k))
+    out = np.zeros((profiles, 2 * k))  # a profile's type 0 actions, then its type 1
     for s in range(profiles):
         lanes[:] = 0.0
         t = types[s]
@@ -836,5 +836,5 @@ def _counts(actions, types, k):
         for rest in range(c, clients):
             lanes[0, column[t[rest], rest]] += 1.0
         for j in range(2 * k):
-            out[s, j // k, j % k] = (lanes[0, j] + lanes[1, j]) + (lanes[2, j] + lanes[3, j])
-    return out
+            out[s, j] = (lanes[0, j] + lanes[1, j]) + (lanes[2, j] + lanes[3, j])
+    return out.reshape(profiles, 2, k)
