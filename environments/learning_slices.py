@@ -875,6 +875,7 @@ class BayesPricingSlice(GameSlice):
     sends its counts whole (``(S 2 2m, 1)``: a few hundred kB at the default 128 profiles)."""
 
     ROWS = 2
+    KEEPS_TABLE = True
     SETUP = (("optimum_partials", "all"),)
     log_scale = True
 
@@ -937,22 +938,22 @@ class BayesPricingSlice(GameSlice):
         return partials
 
     def _interim(self, v: NDArray, counts: NDArray, types: NDArray, p: NDArray,
-                 candidates: NDArray | None = None, rows: NDArray | None = None) -> NDArray:
-        """Every row's (or the ``rows``') cost of each candidate over profiles ``types``
-        (weights ``p``) whose combined counts are ``counts``."""
+                 rows: NDArray | None = None, out: NDArray | None = None) -> NDArray:
+        """Every row's (or the ``rows``') cost of each grid action over profiles ``types``
+        (weights ``p``) whose combined counts are ``counts`` (``out``: into its ``rows``)."""
         every = slice(None) if rows is None else rows
         return self.rules.interim(self.rules.totals(counts.reshape(len(p), 2, -1)), p,
                                   self._by_type(v), types, self.client[every],
-                                  self.row_type[every], candidates)
+                                  self.row_type[every], out, None if out is None else rows)
 
-    def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None) -> NDArray:
-        """This round's costs of the rows that play (0 for the others: not computed)."""
+    def _costs(self, v: NDArray, totals: dict, out: NDArray | None = None) -> NDArray:
+        """This round's costs of the rows that play, into ``out`` (the slice's kept table,
+        whose other rows keep an earlier round's: no reader takes them) or a fresh table (0
+        for the others: not computed). No candidates but the grid: the deviations are interim
+        costs (:meth:`_deviation`), and no learner of this game plays off the grid."""
         rows = np.flatnonzero(self.active)
-        costs = np.zeros((self.rows, self.grid.size if candidates is None
-                          else candidates.shape[1]))
-        costs[rows] = self._interim(v, totals["counts"], self.types[None], np.ones(1),
-                                    None if candidates is None else candidates[rows], rows)
-        return costs
+        table = np.zeros((self.rows, self.grid.size)) if out is None else out
+        return self._interim(v, totals["counts"], self.types[None], np.ones(1), rows, table)
 
     def _release(self, v: NDArray, types: NDArray) -> tuple[NDArray, NDArray]:
         """Each client's report and noise level under ``types``."""

@@ -693,15 +693,16 @@ class BayesRules:
 
     # --- costs --------------------------------------------------------------------------------
     def interim(self, totals: NDArray, p: ArrayLike, actions: NDArray, types: NDArray,
-                client: NDArray, row_type: NDArray,
-                candidates: NDArray | None = None) -> NDArray:
-        """Each row's cost of each candidate (``None``: the grid) averaged over profiles with
+                client: NDArray, row_type: NDArray, out: NDArray | None = None,
+                at: NDArray | None = None) -> NDArray:
+        """Each row's cost of each grid action averaged over profiles with
         weights ``p``, whose types are ``types`` (``(S, C)``): eq (13)'s integrand given the
         others' sums, ``totals`` (:meth:`totals`) less its client's own :attr:`parts` (its
         action in each profile: ``actions[t, client]``, ``(2, C)``, of its type ``t`` there).
         The penalty and reward are linear in the others' sums, so their averages are taken
         first; they, and the accuracy term's, are a client's (its two rows differ only in
-        ``alpha``), so they are taken once per client."""
+        ``alpha``), so they are taken once per client. Into ``out``'s rows ``at`` if given
+        (a slice's kept table: the other rows are left as they are)."""
         g, mech = self.bayes, self.mechanism
         p = np.asarray(p, dtype=float) / np.sum(p)
         # A client's others' sums in profile s depend only on its action a there: the
@@ -721,15 +722,16 @@ class BayesRules:
                              all_counts[reported_l], np.ascontiguousarray(others[2]), p,
                              np.ascontiguousarray(actions, dtype=np.int64),
                              np.ascontiguousarray(types, dtype=np.int8))
-        index = (np.broadcast_to(np.arange(self.grid.size), (len(client), self.grid.size))
-                 if candidates is None else np.asarray(candidates).astype(np.int64))
+        if out is None:
+            out, at = np.empty((len(client), self.grid.size)), np.arange(len(client))
         constants = np.array([g.kappa, g.c, g.S, ((g.N - 1) / g.N) ** 2, float(g.N**2),
                               mech.q])
         report, sigma = self.decode(self.grid)
-        return _interim_costs(*sums, np.asarray(client, dtype=np.int64),
-                              g.alpha[row_type], index, report, sigma,
-                              np.asarray(mech.beta, dtype=float),
-                              np.asarray(mech.reward, dtype=float), constants)
+        _interim_costs(*sums, np.asarray(client, dtype=np.int64), g.alpha[row_type], report,
+                       sigma, np.asarray(mech.beta, dtype=float),
+                       np.asarray(mech.reward, dtype=float), constants, out,
+                       np.asarray(at, dtype=np.int64))
+        return out
 
     def realized(self, t: NDArray, a: NDArray, s: NDArray, noise: NDArray, w_noise: float,
                  w: float, noise_sum: float, reported_l: int) -> NDArray:
@@ -788,27 +790,29 @@ def _interim_sums(accuracy, joins, stays, squares, p, actions, types):
 
 
 @compiled
-def _interim_costs(accuracy, l_joins, l_stays, squares, client, alpha, candidates, reports,
-                   sigmas, beta, reward, constants):
-    """Eq (13)'s integrand of each row and candidate from its client's sums, in one pass:
-    ``(1 - alpha) kappa accuracy + alpha c S / sigma + beta (((N - 1)/N)^2 sigma^2 +
-    squares / N^2) - r count - q``, each operation in that order (``constants``: ``kappa,
-    c, S, ((N - 1)/N)^2, N^2, q``; ``reports``, ``sigmas``: each action's)."""
+def _interim_costs(accuracy, l_joins, l_stays, squares, client, alpha, reports, sigmas, beta,
+                   reward, constants, out, at):
+    """Eq (13)'s integrand of each row and grid action from its client's sums, into row
+    ``at[r]`` of ``out``: ``(1 - alpha) kappa accuracy + alpha c S / sigma + beta (((N -
+    1)/N)^2 sigma^2 + squares / N^2) - r count - q``, each operation in that order
+    (``constants``: ``kappa, c, S, ((N - 1)/N)^2, N^2, q``; ``reports``, ``sigmas``: each
+    action's). A row's and an action's parts are taken once, not per cell (the same
+    operations, so the same bits), and a row's loop over the actions is vectorized."""
     kappa, c_privacy, size, spread, n2, q = constants
-    rows, k = candidates.shape
-    out = np.empty((rows, k))
-    for r in range(rows):
-        i = client[r]
-        a = alpha[r]
+    k = reports.size
+    noise_part, fine, joins = np.empty(k), np.empty(k), np.empty(k, np.bool_)
+    for j in range(k):
+        noise_part[j] = spread * sigmas[j] ** 2
+        fine[j] = beta[reports[j]]
+        joins[j] = reports[j] == 0
+    for r in range(client.size):
+        i, a, o = client[r], alpha[r], at[r]
+        weight, privacy, others = (1.0 - a) * kappa, a * c_privacy * size, squares[i] / n2
+        joined, stayed = reward[0] * l_joins[i], reward[1] * l_stays[i]
         for j in range(k):
-            action = candidates[r, j]
-            report = reports[action]
-            sigma = sigmas[action]
-            penalty = beta[report] * (spread * sigma**2 + squares[i] / n2)
-            count = l_joins[i] if report == 0 else l_stays[i]
-            out[r, j] = ((1.0 - a) * kappa * accuracy[i, action] + a * c_privacy * size / sigma
-                         + penalty - reward[report] * count - q)
-    return out
+            out[o, j] = (weight * accuracy[i, j] + privacy / sigmas[j]
+                         + fine[j] * (noise_part[j] + others)
+                         - (joined if joins[j] else stayed) - q)
 
 
 @compiled

@@ -461,7 +461,7 @@ def test_bayes_bandit_cost_is_the_written_out_realized_cost_and_unbiased():
     s._begin_round()
     values = s.middle + np.array([0, 1, 2, -1, -2, 3] * 2, dtype=float)
     totals = combine([s._profile_partials(values)])
-    expected = s._costs(values, totals, values[:, None])[:, 0]
+    expected = s._costs(values, totals)[np.arange(s.rows), values.astype(int)]
     on, types = s.active, s.types
     sigma = s._release(values, types)[1]
     rng = np.random.default_rng(3)
