@@ -718,17 +718,23 @@ class BayesRules:
                 w_all[None, None, :] + others[0][:, :, None])  # (S, own action, candidate)
             accuracy_table = np.sqrt(d2) + d2 / (2.0 * g.L_F)
         all_counts = np.asarray(g.all_counts, dtype=float)
-        sums = _interim_sums(accuracy_table, all_counts[np.minimum(reported_l + 1, last)],
-                             all_counts[reported_l], np.ascontiguousarray(others[2]), p,
-                             np.ascontiguousarray(actions, dtype=np.int64),
-                             np.ascontiguousarray(types, dtype=np.int8))
+        tables = (all_counts[np.minimum(reported_l + 1, last)], all_counts[reported_l],
+                  np.ascontiguousarray(others[2]))
+        actions = np.ascontiguousarray(actions, dtype=np.int64)
+        if len(p) == 1:  # one profile (a round's types): its entries as they are (weight 1)
+            own = actions[types[0], np.arange(actions.shape[1])]
+            accuracy, sums = accuracy_table[0], [table[0, own] for table in tables]
+        else:
+            accuracy, *sums = _interim_sums(accuracy_table, *tables, p, actions,
+                                            np.ascontiguousarray(types, dtype=np.int8))
+            own = np.arange(actions.shape[1])
         if out is None:
             out, at = np.empty((len(client), self.grid.size)), np.arange(len(client))
         constants = np.array([g.kappa, g.c, g.S, ((g.N - 1) / g.N) ** 2, float(g.N**2),
                               mech.q])
         report, sigma = self.decode(self.grid)
-        _interim_costs(*sums, np.asarray(client, dtype=np.int64), g.alpha[row_type], report,
-                       sigma, np.asarray(mech.beta, dtype=float),
+        _interim_costs(accuracy, own, *sums, np.asarray(client, dtype=np.int64),
+                       g.alpha[row_type], report, sigma, np.asarray(mech.beta, dtype=float),
                        np.asarray(mech.reward, dtype=float), constants, out,
                        np.asarray(at, dtype=np.int64))
         return out
@@ -790,10 +796,10 @@ def _interim_sums(accuracy, joins, stays, squares, p, actions, types):
 
 
 @compiled
-def _interim_costs(accuracy, l_joins, l_stays, squares, client, alpha, reports, sigmas, beta,
-                   reward, constants, out, at):
-    """Eq (13)'s integrand of each row and grid action from its client's sums, into row
-    ``at[r]`` of ``out``: ``(1 - alpha) kappa accuracy + alpha c S / sigma + beta (((N -
+def _interim_costs(accuracy, entry, l_joins, l_stays, squares, client, alpha, reports, sigmas,
+                   beta, reward, constants, out, at):
+    """Eq (13)'s integrand of each row and grid action from its client's sums (client ``i``'s
+    accuracy terms: row ``entry[i]`` of ``accuracy``), into row ``at[r]`` of ``out``: ``(1 - alpha) kappa accuracy + alpha c S / sigma + beta (((N -
     1)/N)^2 sigma^2 + squares / N^2) - r count - q``, each operation in that order
     (``constants``: ``kappa, c, S, ((N - 1)/N)^2, N^2, q``; ``reports``, ``sigmas``: each
     action's). A row's and an action's parts are taken once, not per cell (the same
@@ -807,10 +813,11 @@ def _interim_costs(accuracy, l_joins, l_stays, squares, client, alpha, reports, 
         joins[j] = reports[j] == 0
     for r in range(client.size):
         i, a, o = client[r], alpha[r], at[r]
+        e = entry[i]
         weight, privacy, others = (1.0 - a) * kappa, a * c_privacy * size, squares[i] / n2
         joined, stayed = reward[0] * l_joins[i], reward[1] * l_stays[i]
         for j in range(k):
-            out[o, j] = (weight * accuracy[i, j] + privacy / sigmas[j]
+            out[o, j] = (weight * accuracy[e, j] + privacy / sigmas[j]
                          + fine[j] * (noise_part[j] + others)
                          - (joined if joins[j] else stayed) - q)
 
