@@ -890,8 +890,9 @@ class BayesPricingSlice(GameSlice):
         self.grid = self.rules.grid
         self.row_type = np.repeat(np.arange(2), self.size)
         self.client = np.tile(np.arange(self.size), 2)
-        self.profiles, self.weights = type_profiles(self.n, self.eta, self.type_stream.uniform,
-                                                    slice(start, stop))
+        profiles, self.weights = type_profiles(self.n, self.eta, self.type_stream.uniform,
+                                               slice(start, stop))
+        self.profiles = np.ascontiguousarray(profiles.T).T  # (S, C), held by client
         self.references = {name: self.rules.row_actions(rho, s, self.row_type)
                            for name, (rho, s) in self.rules.strategies.items()}
         self.types = np.zeros(self.size, dtype=np.int8)

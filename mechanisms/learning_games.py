@@ -683,9 +683,10 @@ class BayesRules:
     # --- sums from counts ---------------------------------------------------------------------
     def counts(self, actions: NDArray, types: NDArray) -> NDArray:
         """Clients per (profile, type, action), ``(S, 2, 2m)``, from each client's action per
-        type ``actions`` (``(2, C)``: its two rows) and the profiles' types (``(S, C)``)."""
+        type ``actions`` (``(2, C)``: its two rows) and the profiles' types (``(S, C)``; read
+        by client: held as the transpose of a ``(C, S)`` array, they are not copied)."""
         return _counts(np.ascontiguousarray(actions, dtype=np.int64),
-                       np.ascontiguousarray(types, dtype=np.int8), self.grid.size)
+                       np.ascontiguousarray(types.T, dtype=np.int8), self.grid.size)
 
     def totals(self, counts: NDArray) -> NDArray:
         """The clients' sums of :attr:`parts` per profile, ``(4, S)``."""
@@ -726,7 +727,7 @@ class BayesRules:
             accuracy, sums = accuracy_table[0], [table[0, own] for table in tables]
         else:
             accuracy, *sums = _interim_sums(accuracy_table, *tables, p, actions,
-                                            np.ascontiguousarray(types, dtype=np.int8))
+                                            np.ascontiguousarray(types.T, dtype=np.int8))
             own = np.arange(actions.shape[1])
         if out is None:
             out, at = np.empty((len(client), self.grid.size)), np.arange(len(client))
@@ -769,12 +770,12 @@ class BayesRules:
 
 
 @compiled
-def _interim_sums(accuracy, joins, stays, squares, p, actions, types):
+def _interim_sums(accuracy, joins, stays, squares, p, actions, by_client):
     """:meth:`BayesRules.interim`'s sums over the profiles, per client: each profile's entry
-    of the client's action there (``actions[types[s, client], client]``), weighted by
+    of the client's action there (``actions[by_client[client, s], client]``), weighted by
     ``p[s]``, in profile order: the accuracy term of each candidate, the rewards' counts (an
     L report joining or not) and the others' squared noise."""
-    profiles, clients = types.shape
+    clients, profiles = by_client.shape
     k = accuracy.shape[2]
     out = np.zeros((clients, k))
     l_joins, l_stays, sq = np.zeros(clients), np.zeros(clients), np.zeros(clients)
@@ -783,7 +784,7 @@ def _interim_sums(accuracy, joins, stays, squares, p, actions, types):
         acc[:] = 0.0
         joined, stayed, squared = 0.0, 0.0, 0.0
         for s in range(profiles):
-            a = actions[types[s, c], c]
+            a = actions[by_client[c, s], c]
             w = p[s]
             joined += w * joins[s, a]
             stayed += w * stays[s, a]
@@ -798,12 +799,13 @@ def _interim_sums(accuracy, joins, stays, squares, p, actions, types):
 @compiled
 def _interim_costs(accuracy, entry, l_joins, l_stays, squares, client, alpha, reports, sigmas,
                    beta, reward, constants, out, at):
-    """Eq (13)'s integrand of each row and grid action from its client's sums (client ``i``'s
-    accuracy terms: row ``entry[i]`` of ``accuracy``), into row ``at[r]`` of ``out``: ``(1 - alpha) kappa accuracy + alpha c S / sigma + beta (((N -
-    1)/N)^2 sigma^2 + squares / N^2) - r count - q``, each operation in that order
-    (``constants``: ``kappa, c, S, ((N - 1)/N)^2, N^2, q``; ``reports``, ``sigmas``: each
-    action's). A row's and an action's parts are taken once, not per cell (the same
-    operations, so the same bits), and a row's loop over the actions is vectorized."""
+    """Eq (13)'s integrand of each row and grid action from its client's sums (client
+    ``i``'s accuracy terms: row ``entry[i]`` of ``accuracy``), into row ``at[r]`` of
+    ``out``: ``(1 - alpha) kappa accuracy + alpha c S / sigma + beta (((N - 1)/N)^2 sigma^2
+    + squares / N^2) - r count - q``, each operation in that order (``constants``: ``kappa,
+    c, S, ((N - 1)/N)^2, N^2, q``; ``reports``, ``sigmas``: each action's). A row's and an
+    action's parts are taken once, not per cell (the same operations, so the same bits), and
+    a row's loop over the actions is vectorized."""
     kappa, c_privacy, size, spread, n2, q = constants
     k = reports.size
     noise_part, fine, joins = np.empty(k), np.empty(k), np.empty(k, np.bool_)
@@ -823,29 +825,27 @@ def _interim_costs(accuracy, entry, l_joins, l_stays, squares, client, alpha, re
 
 
 @compiled
-def _counts(actions, types, k):
-    """Clients per (profile, type, action): each client's column of the two rows' ``k``
-    actions, counted in four lanes of clients (one counter's chain would wait on each
-    increment) and added up (integers: exact in any order)."""
-    profiles, clients = types.shape
-    column = np.empty((2, clients), np.int64)
+def _counts(actions, by_client, k):
+    """Clients per (profile, type, action) from each client's profile types (``by_client``,
+    ``(C, S)``, 0 or 1): a client of type 1 in profile ``s`` counts in ``(s, 1, its type-1
+    action)``, one of type 0 in ``(s, 0, its type-0 action)``, so each client adds its row
+    of types, whole, to the type-1 tally of its type-1 action and to the type-1 tally of its
+    type-0 action (a loop the compiler vectorizes), and type 0's counts are its action's
+    clients less that tally (integers: exact in any order)."""
+    clients, profiles = by_client.shape
+    ones = np.zeros((k, profiles), np.int32)  # type-1 clients by their type-1 action
+    also = np.zeros((k, profiles), np.int32)  # type-1 clients by their type-0 action
+    rows = np.zeros(k, np.int64)  # clients by their type-0 action
     for c in range(clients):
-        column[0, c] = actions[0, c]
-        column[1, c] = k + actions[1, c]
-    lanes = np.zeros((4, 2 * k))
-    out = np.zeros((profiles, 2 * k))  # a profile's type 0 actions, then its type 1
+        a0, a1 = actions[0, c], actions[1, c]
+        rows[a0] += 1
+        t, one, other = by_client[c], ones[a1], also[a0]
+        for s in range(profiles):
+            one[s] += t[s]
+            other[s] += t[s]
+    out = np.empty((profiles, 2, k))
     for s in range(profiles):
-        lanes[:] = 0.0
-        t = types[s]
-        c = 0
-        while c + 4 <= clients:
-            lanes[0, column[t[c], c]] += 1.0
-            lanes[1, column[t[c + 1], c + 1]] += 1.0
-            lanes[2, column[t[c + 2], c + 2]] += 1.0
-            lanes[3, column[t[c + 3], c + 3]] += 1.0
-            c += 4
-        for rest in range(c, clients):
-            lanes[0, column[t[rest], rest]] += 1.0
-        for j in range(2 * k):
-            out[s, j] = (lanes[0, j] + lanes[1, j]) + (lanes[2, j] + lanes[3, j])
-    return out.reshape(profiles, 2, k)
+        for a in range(k):
+            out[s, 0, a] = rows[a] - also[a, s]
+            out[s, 1, a] = ones[a, s]
+    return out
