@@ -960,21 +960,26 @@ class BayesPricingSlice(GameSlice):
         """Each client's report and noise level under ``types``."""
         return self.rules.decode(self._actions(v, types))
 
-    def _draw(self, v: NDArray, stream: BlockStreams, rows: int | None) -> NDArray:
-        """The release noise each client adds, ``N(0, sigma^2)``."""
-        return stream.normal() * self._release(v, self.types)[1]
+    def _draw(self, v: NDArray, stream: BlockStreams,
+              rows: int | None) -> tuple[NDArray, NDArray, NDArray]:
+        """Each client's release under the round's types: its report, its noise level
+        ``sigma`` and the noise it adds, ``N(0, sigma^2)``."""
+        report, sigma = self._release(v, self.types)
+        return report, sigma, stream.normal() * sigma
 
-    def _release_partials(self, v: NDArray, noise: NDArray, partials: Partials) -> Partials:
-        w = self.rules.weight[self._release(v, self.types)[0]]
+    def _release_partials(self, v: NDArray, draws: tuple, partials: Partials) -> Partials:
+        report, _, noise = draws
+        w = self.rules.weight[report]
         partials.sums.update({"w_noise": block_sums(w * noise, self.start),
                               "noise": block_sums(noise, self.start)})
         return partials
 
     def _realized_rows(self, types: NDArray, noise: NDArray, counts: NDArray, w_noise: float,
-                       noise_sum: float, v: NDArray) -> NDArray:
-        """The playing rows' realized costs (NaN for the others): the round's sums of the
-        weights and the reports of L from its counts."""
-        report, sigma = self._release(v, types)
+                       noise_sum: float, release: tuple[NDArray, NDArray]) -> NDArray:
+        """The playing rows' realized costs (NaN for the others) of the clients' ``release``
+        (report and noise level, :meth:`_release`): the round's sums of the weights and the
+        reports of L from its counts."""
+        report, sigma = release
         total = self.rules.totals(counts.reshape(1, 2, -1))[:, 0]
         out = np.full(self.rows, np.nan)
         out[types.astype(np.int64) * self.size + np.arange(self.size)] = self.rules.realized(
@@ -982,11 +987,12 @@ class BayesPricingSlice(GameSlice):
             int(round(total[3])))
         return out
 
-    def _realized(self, v: NDArray, noise: NDArray, totals: dict, stream: BlockStreams,
+    def _realized(self, v: NDArray, draws: tuple, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:
+        report, sigma, noise = draws
         return np.nan_to_num(self._realized_rows(self.types, noise, totals["counts"],
-                                                 totals["w_noise"], totals["noise"], v),
-                             nan=0.0)
+                                                 totals["w_noise"], totals["noise"],
+                                                 (report, sigma)), nan=0.0, copy=False)
 
     def middle_partials(self, totals: dict) -> Partials:
         """:data:`SCALE_DRAWS` rounds, each with its clients' types drawn, every row
@@ -1017,7 +1023,8 @@ class BayesPricingSlice(GameSlice):
             samples.append(self._realized_rows(types, self._scale_noise[k],
                                                totals["scale_counts"][k],
                                                totals["scale_w_noise"][k],
-                                               totals["scale_noise"][k], self.middle))
+                                               totals["scale_noise"][k],
+                                               self._release(self.middle, types)))
         unseen = ~np.isfinite(lo)  # a row whose type never came up: as if it played the last
         c = np.where(np.isfinite(every), every, np.nan)[unseen]
         lo[unseen] = np.nanmin(c, axis=1, initial=np.inf)

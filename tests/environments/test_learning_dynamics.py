@@ -470,7 +470,7 @@ def test_bayes_bandit_cost_is_the_written_out_realized_cost_and_unbiased():
         noise = rng.standard_normal(6) * sigma
         w = s.rules.weight[s._release(values, types)[0]]
         realized = s._realized_rows(types, noise, totals["counts"], float(w @ noise),
-                                    float(noise.sum()), values)
+                                    float(noise.sum()), s._release(values, types))
         if k < 50:
             np.testing.assert_allclose(realized[on], _realized_round_cost(
                 s.rules, values, types, noise)[on], rtol=1e-10)
