@@ -328,8 +328,7 @@ def _drawn_weights(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
     if learner.fresh.all():
         learner.drawn_from, learner.next_weights = learner.next_weights, learner.drawn_from
     elif learner.fresh.any():  # the rows that observed (bas-sequential: 1 in 21)
-        rows = np.flatnonzero(learner.fresh)
-        learner.drawn_from[rows] = learner.next_weights[rows]
+        _copy_rows(learner.next_weights, learner.drawn_from, learner.fresh)
     learner.moved &= ~learner.fresh
     if learner.moved.any():
         _learn_rows(losses, learner.eta, learner.drawn_from, _NO_ROWS, learner.moved, _NONE,
@@ -477,6 +476,15 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
                     if c < low:
                         low = c
                         lowest[i] = j
+
+
+@compiled
+def _copy_rows(source: NDArray, target: NDArray, rows: NDArray) -> None:
+    """The ``rows`` (a mask) of ``source`` into ``target`` (one compiled pass: numpy's
+    fancy indexing takes twice as long for half the rows of 42 actions)."""
+    for i in range(rows.size):
+        if rows[i]:
+            target[i] = source[i]
 
 
 @compiled
