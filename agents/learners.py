@@ -133,7 +133,8 @@ class GridLearner:
             since the last :meth:`mode` (the others' states did not change: a learner's state
             changes only through :meth:`observe`).
         next_weights, fresh: the exponential-weights learners' next strategies, taken in
-            the pass that observes, and the agents whose row of it is their strategy now.
+            the pass that observes where every agent observed, and whether they are the
+            strategies now (every agent's, or none).
     """
 
     #: The feedback kinds this learner can use.
@@ -302,34 +303,36 @@ def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray,
     """The exponential-weights learners' update in one compiled pass over the rows that
     observed (:func:`_learn_rows`): full-information ``costs`` (Hedge) added to the losses in
     the learner's units, then each row's action of the smallest loss (:meth:`GridLearner.mode`)
-    and its next strategy, kept in ``next_weights`` until the next draw takes them
-    (``drawn_from`` keeps this round's for the analyst)."""
+    and, where every row observed, its next strategy, kept in ``next_weights`` until the next
+    draw takes them (``drawn_from`` keeps this round's for the analyst). Where only some rows
+    observed (bas-sequential: 1 in 21, pricing-bayes: 1 in 2), the next draw weighs them
+    straight into ``drawn_from`` (:func:`_drawn_weights`; copying them there would cost a
+    pass)."""
     n, m = losses.shape
     if learner.lowest is None:
         learner.lowest = np.zeros(n, dtype=np.int64)
         learner.unranked[:] = True
-    if learner.next_weights is None:
+    every = bool(active.all())
+    if every and learner.next_weights is None:
         learner.next_weights = np.empty((n, m))
-    _learn_rows(losses, learner.eta, learner.next_weights, learner.lowest, active,
-                _NONE if costs is None else costs, learner.span, True, True, True)
+    _learn_rows(losses, learner.eta, learner.next_weights if every else _NONE, learner.lowest,
+                active, _NONE if costs is None else costs, learner.span, True, True, every)
     learner.unranked &= ~active
-    learner.fresh |= active
+    if every:
+        learner.fresh[:] = True
 
 
 def _drawn_weights(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
-    """The exponential weights of ``losses`` kept in ``drawn_from``: the rows that observed
-    since take theirs from ``next_weights`` (all of them: the two arrays trade places), the
-    others keep theirs (a row that did not play kept its losses, so its strategy: in
-    bas-sequential 1 row in 21 plays a round, in pricing-bayes 1 in 2); any other row that
-    moved is weighed again."""
+    """The exponential weights of ``losses`` kept in ``drawn_from``: where every row observed
+    since, ``next_weights`` holds them (the two arrays trade places); any other row that
+    moved is weighed again, into ``drawn_from`` (a row that did not play kept its losses, so
+    its strategy)."""
     if learner.drawn_from is None:
         learner.drawn_from = np.empty((learner.agents, learner.m))
         learner.moved[:] = True
     if learner.fresh.all():
         learner.drawn_from, learner.next_weights = learner.next_weights, learner.drawn_from
-    elif learner.fresh.any():  # the rows that observed (bas-sequential: 1 in 21)
-        _copy_rows(learner.next_weights, learner.drawn_from, learner.fresh)
-    learner.moved &= ~learner.fresh
+        learner.moved[:] = False
     if learner.moved.any():
         _learn_rows(losses, learner.eta, learner.drawn_from, _NO_ROWS, learner.moved, _NONE,
                     _NO_SPAN, False, False, True)
@@ -460,31 +463,30 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
             if not rank:
                 continue
             if total == total:  # no NaN among the losses (it would make the sum NaN)
-                j = 0
-                while losses[i, j] != lows[i - start]:
-                    j += 1
-                lowest[i] = j
-                continue
-            lowest[i] = 0
-            low = losses[i, 0]
+                low = lows[i - start]
+            else:  # the smallest loss, a NaN taken as smallest, in four lanes
+                l0 = l1 = l2 = l3 = losses[i, 0]
+                for j in range(1, 1 + 4 * ((m - 1) // 4), 4):
+                    c0, c1 = losses[i, j], losses[i, j + 1]
+                    c2, c3 = losses[i, j + 2], losses[i, j + 3]
+                    l0 = c0 if c0 < l0 or c0 != c0 else l0
+                    l1 = c1 if c1 < l1 or c1 != c1 else l1
+                    l2 = c2 if c2 < l2 or c2 != c2 else l2
+                    l3 = c3 if c3 < l3 or c3 != c3 else l3
+                for j in range(1 + 4 * ((m - 1) // 4), m):
+                    c0 = losses[i, j]
+                    l0 = c0 if c0 < l0 or c0 != c0 else l0
+                l0 = l1 if l1 < l0 or l1 != l1 else l0
+                l2 = l3 if l3 < l2 or l3 != l3 else l2
+                low = l2 if l2 < l0 or l2 != l2 else l0
+            j = 0  # the first of the smallest (or the first NaN), as numpy's argmin
             if low == low:
-                for j in range(1, m):
-                    c = losses[i, j]
-                    if c != c:
-                        lowest[i] = j
-                        break
-                    if c < low:
-                        low = c
-                        lowest[i] = j
-
-
-@compiled
-def _copy_rows(source: NDArray, target: NDArray, rows: NDArray) -> None:
-    """The ``rows`` (a mask) of ``source`` into ``target`` (one compiled pass: numpy's
-    fancy indexing takes twice as long for half the rows of 42 actions)."""
-    for i in range(rows.size):
-        if rows[i]:
-            target[i] = source[i]
+                while losses[i, j] != low:
+                    j += 1
+            else:
+                while losses[i, j] == losses[i, j]:
+                    j += 1
+            lowest[i] = j
 
 
 @compiled

@@ -60,11 +60,15 @@ def floor_pass(cells: np.ndarray, out: np.ndarray) -> None:
 
 def population(game: str, learner: str, agents: int, reps: int) -> dict[str, float]:
     """One population's median round and its ratio to the floor of the game's own ``rows x
-    actions``, the two interleaved, and the share of the timed rounds where the last iterate
-    moved (the analyst then measures it again)."""
+    actions``, the two interleaved; the mean round (the timed rounds' total over their
+    number: what a run costs per agent-action, where rounds differ in kind); and the share
+    of the timed rounds where the last iterate moved (the analyst then measures it again).
+    Two rounds go untimed: the first measures the start, and the second is the first to
+    load the kernels of a round after learning (numba's cache, 5-7 ms)."""
     model = LearningModel(LearningConfig(game=game, learner=learner, agents=agents,
                                          rounds=10 * reps), seed=0)
-    model.step()  # compiled kernels and the first measurements out of the timing
+    for _ in range(2):
+        model.step()
     cells = np.random.default_rng(0).random((model.slice_.row_count(model.config),
                                              model.grid.size))
     out = np.empty_like(cells)
@@ -75,8 +79,8 @@ def population(game: str, learner: str, agents: int, reps: int) -> dict[str, flo
         moved += model.state.last_change == model.steps
     model.close()
     median, base = statistics.median(rounds), statistics.median(floor)
-    return {"round_s": median, "floor_s": base, "ratio_to_floor": base / median,
-            "iterate_moved": moved / reps}
+    return {"round_s": median, "mean_round_s": statistics.fmean(rounds), "floor_s": base,
+            "ratio_to_floor": base / median, "iterate_moved": moved / reps}
 
 
 def measure(agents: int, games: tuple[str, ...], reps: int,
