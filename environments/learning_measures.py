@@ -40,6 +40,7 @@ def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lo
     infinite = False
     best = np.full(4, -np.inf)
     mixed_strategy = p.shape[0] == n
+    row = np.empty(m)  # a row's costs in the learner's units
     for i in range(n):
         if on[i]:
             if full:
@@ -62,16 +63,20 @@ def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lo
             own_units = 0.0 if raw < 0.0 else 1.0 if raw > 1.0 else raw
             played[0, i] += own_units
             played[1, i] += own[i]
-            expected, expected_game = 0.0, 0.0
-            for j in range(m):
+            for j in range(m):  # no sum carried from cell to cell: vectorized
                 c = costs[i, j]
                 x = (c - shift) / scale
                 units = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+                row[j] = units
                 grid[0, i, j] += units
                 grid[1, i, j] += c
-                if mixed_strategy and p[i, j] > 0.0:
-                    expected += p[i, j] * units
-                    expected_game += p[i, j] * c
+            expected, expected_game = 0.0, 0.0
+            if mixed_strategy:  # the expected costs, added in the actions' order
+                for j in range(m):
+                    q = p[i, j]
+                    if q > 0.0:
+                        expected += q * row[j]
+                        expected_game += q * costs[i, j]
             for u in range(2):  # the smallest sum, NaN taken as smallest, in four lanes (a
                 # sum from +0.0 is never -0.0: the lanes give the first smallest's bits)
                 l0 = l1 = l2 = l3 = grid[u, i, 0]
