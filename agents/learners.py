@@ -130,8 +130,8 @@ class GridLearner:
         last: the actions played last round, ``(n,)`` indices into ``grid``.
         drawn_from: the mixed strategies they were drawn from, ``(n, m)``.
         moved, unranked: the agents that observed since the strategies were last drawn, and
-            since the last :meth:`mode` (the others' states did not change: a learner's state
-            changes only through :meth:`observe`).
+            those whose action of the smallest loss is not known (a learner's state changes
+            only through :meth:`observe`).
         next_weights, fresh: the exponential-weights learners' next strategies, taken in
             the pass that observes where every agent observed, and whether they are the
             strategies now (every agent's, or none).
@@ -161,7 +161,7 @@ class GridLearner:
         self.last = np.zeros(self.agents, dtype=int)
         self.drawn_from: NDArray | None = None
         self.moved = np.ones(self.agents, dtype=bool)  # observed since the weights' last draw
-        self.unranked = np.ones(self.agents, dtype=bool)  # and since the last :meth:`mode`
+        self.unranked = np.ones(self.agents, dtype=bool)  # their :meth:`mode` not known
         self.lowest: NDArray | None = None
         self.next_weights: NDArray | None = None
         self.fresh = np.zeros(self.agents, dtype=bool)  # next_weights holds their strategy
@@ -229,7 +229,6 @@ class GridLearner:
         active = (np.ones(self.agents, dtype=bool) if active is None
                   else np.asarray(active, dtype=bool))
         self.moved |= active
-        self.unranked |= active
         if self.feedback == "full":
             if c.shape != (self.agents, self.m):
                 raise ConfigError(f"full-information feedback must have shape ({self.agents}, "
@@ -299,7 +298,7 @@ def _softmin(cumulative: NDArray, eta: float) -> NDArray:
 
 
 def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray,
-           costs: NDArray | None = None) -> None:
+           costs: NDArray | None = None, stale: NDArray | None = None) -> None:
     """The exponential-weights learners' update in one compiled pass over the rows that
     observed (:func:`_learn_rows`): full-information ``costs`` (Hedge) added to the losses in
     the learner's units, then each row's action of the smallest loss (:meth:`GridLearner.mode`)
@@ -307,17 +306,17 @@ def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray,
     draw takes them (``drawn_from`` keeps this round's for the analyst). Where only some rows
     observed (bas-sequential: 1 in 21, pricing-bayes: 1 in 2), the next draw weighs them
     straight into ``drawn_from`` (:func:`_drawn_weights`; copying them there would cost a
-    pass)."""
+    pass), and only the ``stale`` rows among them are ranked again (EXP3's, where the
+    played action's estimate rose: :func:`_importance_weighted`)."""
     n, m = losses.shape
-    if learner.lowest is None:
-        learner.lowest = np.zeros(n, dtype=np.int64)
-        learner.unranked[:] = True
+    _ranks(learner)
     every = bool(active.all())
     if every and learner.next_weights is None:
         learner.next_weights = np.empty((n, m))
+    rows = active if every or stale is None else stale
     _learn_rows(losses, learner.eta, learner.next_weights if every else _NONE, learner.lowest,
-                active, _NONE if costs is None else costs, learner.span, True, True, every)
-    learner.unranked &= ~active
+                rows, _NONE if costs is None else costs, learner.span, True, True, every)
+    learner.unranked &= ~rows
     if every:
         learner.fresh[:] = True
 
@@ -341,13 +340,20 @@ def _drawn_weights(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
     return learner.drawn_from
 
 
-def _lowest(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
-    """Each row's action of the smallest ``losses`` (:func:`_row_argmin`), kept as
-    :func:`_drawn_weights` keeps the weights: taken again for the rows that observed since
-    and were not ranked in :func:`_learn`."""
+def _ranks(learner: Hedge | EXP3) -> NDArray:
+    """The rows' actions of the smallest loss as last ranked (made on first use, every row
+    unranked)."""
     if learner.lowest is None:
         learner.lowest = np.zeros(learner.agents, dtype=np.int64)
         learner.unranked[:] = True
+    return learner.lowest
+
+
+def _lowest(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
+    """Each row's action of the smallest ``losses`` (:func:`_row_argmin`), kept as
+    :func:`_drawn_weights` keeps the weights: taken again for the rows not ranked since
+    their losses last changed."""
+    _ranks(learner)
     if learner.unranked.any():
         _learn_rows(losses, 0.0, _NONE, learner.lowest, learner.unranked, _NONE, _NO_SPAN,
                     False, True, False)
@@ -490,14 +496,21 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
 
 
 @compiled
-def _importance_weighted(estimates: NDArray, played: NDArray, costs: NDArray,
-                         p: NDArray, active: NDArray) -> None:
+def _importance_weighted(estimates: NDArray, played: NDArray, costs: NDArray, p: NDArray,
+                         active: NDArray, lowest: NDArray, unranked: NDArray) -> NDArray:
     """EXP3's estimates: each row that played (``active``) gains its cost over its
-    probability on its played action (one compiled pass over the rows)."""
+    probability on its played action (one compiled pass over the rows). Returns the rows
+    whose action of the smallest estimate may have moved: those unranked, and those whose
+    played action was it or whose estimate is now NaN (a cost in ``[0, 1]`` only raises the
+    played action's estimate, so another action stays the first of the smallest)."""
+    stale = np.zeros(played.size, dtype=np.bool_)
     for i in range(played.size):
         if active[i]:
             a = played[i]
             estimates[i, a] += costs[i] / p[i, a]
+            v = estimates[i, a]
+            stale[i] = unranked[i] or a == lowest[i] or v != v
+    return stale
 
 
 def _row_argmin(x: NDArray) -> NDArray:
@@ -601,8 +614,9 @@ class EXP3(GridLearner):
         return _lowest(self, self.estimates)
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
-        _importance_weighted(self.estimates, self.last, costs, self.drawn_from, active)
-        _learn(self, self.estimates, active)
+        stale = _importance_weighted(self.estimates, self.last, costs, self.drawn_from, active,
+                                     _ranks(self), self.unranked)
+        _learn(self, self.estimates, active, stale=stale)
 
     def regret_bound(self, T: int) -> float | None:
         """``ln m / eta + eta m T / 2``: EXP3's expected-regret bound with a fixed step, at
