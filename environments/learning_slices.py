@@ -975,13 +975,15 @@ class BayesPricingSlice(GameSlice):
         return partials
 
     def _realized_rows(self, types: NDArray, noise: NDArray, counts: NDArray, w_noise: float,
-                       noise_sum: float, release: tuple[NDArray, NDArray]) -> NDArray:
-        """The playing rows' realized costs (NaN for the others) of the clients' ``release``
-        (report and noise level, :meth:`_release`): the round's sums of the weights and the
-        reports of L from its counts."""
+                       noise_sum: float, release: tuple[NDArray, NDArray],
+                       fill: float = np.nan) -> NDArray:
+        """The playing rows' realized costs (``fill`` for the others) of the clients'
+        ``release`` (report and noise level, :meth:`_release`): the round's sums of the
+        weights and the reports of L from its counts (finite: every noise level and the sum of
+        the weights are positive)."""
         report, sigma = release
         total = self.rules.totals(counts.reshape(1, 2, -1))[:, 0]
-        out = np.full(self.rows, np.nan)
+        out = np.full(self.rows, fill)
         out[types.astype(np.int64) * self.size + np.arange(self.size)] = self.rules.realized(
             types, report, sigma, noise, float(w_noise), total[0], float(noise_sum),
             int(round(total[3])))
@@ -990,9 +992,8 @@ class BayesPricingSlice(GameSlice):
     def _realized(self, v: NDArray, draws: tuple, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:
         report, sigma, noise = draws
-        return np.nan_to_num(self._realized_rows(self.types, noise, totals["counts"],
-                                                 totals["w_noise"], totals["noise"],
-                                                 (report, sigma)), nan=0.0, copy=False)
+        return self._realized_rows(self.types, noise, totals["counts"], totals["w_noise"],
+                                   totals["noise"], (report, sigma), fill=0.0)
 
     def middle_partials(self, totals: dict) -> Partials:
         """:data:`SCALE_DRAWS` rounds, each with its clients' types drawn, every row

@@ -637,6 +637,8 @@ class BayesRules:
                               "pricing-bayes must be > 0")
         self.m_levels = self.levels.size
         self.grid = np.arange(2.0 * self.m_levels)
+        index = np.arange(self.grid.size)
+        self._reports, self._noises = index // self.m_levels, self.levels[index % self.m_levels]
         self.weight = (1.0 / np.asarray(full.target) ** 2 if game.aggregation == "mle"
                        else np.ones(2))
         report, sigma = self.decode(self.grid)
@@ -644,9 +646,10 @@ class BayesRules:
         self.parts = np.stack([w, w**2 * sigma**2, sigma**2, (report == 0).astype(float)])
 
     def decode(self, values: ArrayLike) -> tuple[NDArray, NDArray]:
-        """Grid indices to ``(report, noise)``."""
-        j = np.asarray(values).astype(int)
-        return j // self.m_levels, self.levels[j % self.m_levels]
+        """Grid indices to ``(report, noise)`` (index ``j``: ``j // m`` and the level
+        ``j % m``, from two tables)."""
+        j = np.asarray(values).astype(np.intp)
+        return self._reports[j], self._noises[j]
 
     def label(self, value: float) -> str:
         report, sigma = self.decode(value)
