@@ -211,14 +211,16 @@ class GridLearner:
     def act_with(self, u: NDArray | None) -> NDArray:
         """:meth:`GridLearner.act` with the agents' uniforms given (``(n,)``; a population split
         over shards draws them by blocks of agents, :mod:`privgames.environments.shards`)."""
-        p = self.drawn_from = self._drawn_strategies()
-        self.last = _draw(p, u, np.empty(len(p), dtype=np.int64))
+        self.last = np.empty(self.agents, dtype=np.int64)
+        self.drawn_from = self._drawn_strategies(u, self.last)
         return self.grid[self.last]
 
-    def _drawn_strategies(self) -> NDArray:
+    def _drawn_strategies(self, u: NDArray, out: NDArray) -> NDArray:
         """The strategies this round's actions are drawn from (kept in ``drawn_from``
-        until the next round)."""
-        return self.probabilities()
+        until the next round), each row's action drawn with its uniform into ``out``."""
+        p = self.probabilities()
+        _draw(p, u, out, _NO_MASK, False)
+        return p
 
     def observe(self, feedback: ArrayLike, active: NDArray | None = None) -> None:
         """Update from the round's feedback: ``(n, m)`` costs (full information) or ``(n,)``
@@ -293,7 +295,7 @@ def _softmin(cumulative: NDArray, eta: float) -> NDArray:
     (:func:`_learn_rows`)."""
     p = np.empty(cumulative.shape)
     _learn_rows(cumulative, eta, p, _NO_ROWS, np.ones(len(cumulative), dtype=np.bool_),
-                _NONE, _NO_SPAN, False, False, True)
+                _NONE, _NO_SPAN, False, False, True, _NO_SPAN, _NO_ROWS)
     return p
 
 
@@ -315,26 +317,30 @@ def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray,
         learner.next_weights = np.empty((n, m))
     rows = active if every or stale is None else stale
     _learn_rows(losses, learner.eta, learner.next_weights if every else _NONE, learner.lowest,
-                rows, _NONE if costs is None else costs, learner.span, True, True, every)
+                rows, _NONE if costs is None else costs, learner.span, True, True, every,
+                _NO_SPAN, _NO_ROWS)
     learner.unranked &= ~rows
     if every:
         learner.fresh[:] = True
 
 
-def _drawn_weights(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
-    """The exponential weights of ``losses`` kept in ``drawn_from``: where every row observed
-    since, ``next_weights`` holds them (the two arrays trade places); any other row that
-    moved is weighed again, into ``drawn_from`` (a row that did not play kept its losses, so
-    its strategy)."""
+def _drawn_weights(learner: Hedge | EXP3, losses: NDArray, u: NDArray, out: NDArray) -> NDArray:
+    """The exponential weights of ``losses`` kept in ``drawn_from``, and each row's action
+    drawn from them with its uniform ``u`` into ``out``: where every row observed since,
+    ``next_weights`` holds them (the two arrays trade places); any other row that moved is
+    weighed again, into ``drawn_from``, and drawn while its weights are in cache (a row that
+    did not play kept its losses, so its strategy)."""
     if learner.drawn_from is None:
         learner.drawn_from = np.empty((learner.agents, learner.m))
         learner.moved[:] = True
     if learner.fresh.all():
         learner.drawn_from, learner.next_weights = learner.next_weights, learner.drawn_from
         learner.moved[:] = False
-    if learner.moved.any():
+    moved = bool(learner.moved.any())
+    if moved:
         _learn_rows(losses, learner.eta, learner.drawn_from, _NO_ROWS, learner.moved, _NONE,
-                    _NO_SPAN, False, False, True)
+                    _NO_SPAN, False, False, True, u, out)
+    _draw(learner.drawn_from, u, out, learner.moved, moved)
     learner.moved[:] = False
     learner.fresh[:] = False
     return learner.drawn_from
@@ -356,7 +362,7 @@ def _lowest(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
     _ranks(learner)
     if learner.unranked.any():
         _learn_rows(losses, 0.0, _NONE, learner.lowest, learner.unranked, _NONE, _NO_SPAN,
-                    False, True, False)
+                    False, True, False, _NO_SPAN, _NO_ROWS)
     learner.unranked[:] = False
     return learner.lowest.copy()
 
@@ -377,11 +383,26 @@ _TWO_TO = 2.0 ** np.arange(-1077.0, 1.0)  # 2^k for k = -1077 .. 0
 _EXP_FLOOR = -745.5
 #: :func:`_learn_rows`' arguments for a part it does not take (no costs, no ranks).
 _NONE, _NO_ROWS, _NO_SPAN = np.zeros((0, 0)), np.zeros(0, dtype=np.int64), np.zeros(0)
+_NO_MASK = np.zeros(0, dtype=np.bool_)
 
 
-@compiled
+@compiled(inline=True)
+def _drawn_index(p: NDArray, u: float) -> int:
+    """The action drawn from probabilities ``p`` with uniform ``u``: the number of actions
+    whose cumulative probability is below ``u`` (the last action at most)."""
+    cumulative, k = 0.0, 0
+    for j in range(p.size):  # the cumulative probability only grows: stop at the first above
+        cumulative += p[j]
+        if not cumulative < u:
+            break
+        k += 1
+    return min(k, p.size - 1)
+
+
+@compiled(uses=(_drawn_index,))
 def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: NDArray,
-                costs: NDArray, span: NDArray, add: bool, rank: bool, weigh: bool) -> None:
+                costs: NDArray, span: NDArray, add: bool, rank: bool, weigh: bool,
+                uniform: NDArray, drawn: NDArray) -> None:
     """One pass over the ``rows``, a block at a time while it is in cache:
 
     * ``costs`` (full information, ``(n, m)``; empty: none) in the learner's units, each
@@ -392,7 +413,9 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
     * ``weigh``: each row's exponential weights ``exp(-eta (L - min L))``, normalised, into
       ``p``: the block's exponents into one buffer, fdlibm's ``exp`` over it in one
       vectorized loop, then each row normalised. A row's minimum and sum run in four lanes
-      (one chain per row would wait on each operation).
+      (one chain per row would wait on each operation). ``uniform`` given: each weighed
+      row's action drawn with its uniform into ``drawn`` (:func:`_draw`), its weights in
+      cache.
     """
     n, m = losses.shape
     units = costs.shape[0] == n
@@ -466,6 +489,8 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
                 for j in range(m):
                     p[i, j] = x[count + j] / total
                 count += m
+                if uniform.size:
+                    drawn[i] = _drawn_index(p[i], uniform[i])
             if not rank:
                 continue
             if total == total:  # no NaN among the losses (it would make the sum NaN)
@@ -518,30 +543,27 @@ def _row_argmin(x: NDArray) -> NDArray:
     all), in one compiled pass over the rows (numpy's reduction over short rows is slower)."""
     out = np.zeros(len(x), dtype=np.int64)
     _learn_rows(x, 0.0, _NONE, out, np.ones(len(x), np.bool_), _NONE, _NO_SPAN, False, True,
-                False)
+                False, _NO_SPAN, _NO_ROWS)
     return out
 
 
-@compiled
-def _draw(p: NDArray, u: NDArray, out: NDArray) -> NDArray:
-    """Each row's action index drawn with its uniform ``u`` into ``out``: the number of
-    actions whose cumulative probability is below ``u`` (the last action at most)."""
-    n, m = p.shape
-    for i in range(n):
-        cumulative, k = 0.0, 0
-        for j in range(m):  # the cumulative probability only grows: stop at the first above
-            cumulative += p[i, j]
-            if not cumulative < u[i]:
-                break
-            k += 1
-        out[i] = min(k, m - 1)
+@compiled(uses=(_drawn_index,))
+def _draw(p: NDArray, u: NDArray, out: NDArray, skip: NDArray, skipping: bool) -> NDArray:
+    """Each row's action index drawn with its uniform ``u`` into ``out`` (but the rows
+    ``skip``ped where ``skipping``: drawn already), as :func:`_drawn_index`."""
+    for i in range(p.shape[0]):
+        if not (skipping and skip[i]):
+            out[i] = _drawn_index(p[i], u[i])
     return out
+
+
 
 
 def _map_full(costs: NDArray, span: NDArray, active: NDArray, out: NDArray) -> NDArray:
     """Full-information costs in ``[0, 1]`` into ``out`` (:func:`_learn_rows`' units); 0 for
     a row that did not play."""
-    _learn_rows(out, 0.0, _NONE, _NO_ROWS, active, costs, span, False, False, False)
+    _learn_rows(out, 0.0, _NONE, _NO_ROWS, active, costs, span, False, False, False, _NO_SPAN,
+                _NO_ROWS)
     return out
 
 
@@ -567,8 +589,8 @@ class Hedge(GridLearner):
     def probabilities(self) -> NDArray:
         return _softmin(self.cumulative, self.eta)
 
-    def _drawn_strategies(self) -> NDArray:
-        return _drawn_weights(self, self.cumulative)
+    def _drawn_strategies(self, u: NDArray, out: NDArray) -> NDArray:
+        return _drawn_weights(self, self.cumulative, u, out)
 
     def mode(self) -> NDArray:
         return _lowest(self, self.cumulative)  # the weights fall with the cumulative cost
@@ -607,8 +629,8 @@ class EXP3(GridLearner):
     def probabilities(self) -> NDArray:
         return _softmin(self.estimates, self.eta)
 
-    def _drawn_strategies(self) -> NDArray:
-        return _drawn_weights(self, self.estimates)
+    def _drawn_strategies(self, u: NDArray, out: NDArray) -> NDArray:
+        return _drawn_weights(self, self.estimates, u, out)
 
     def mode(self) -> NDArray:
         return _lowest(self, self.estimates)

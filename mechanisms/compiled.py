@@ -8,20 +8,34 @@ from functools import cache, wraps
 from typing import Any
 
 
-def compiled(function: Callable[..., Any]) -> Callable[..., Any]:
+def compiled(function: Callable[..., Any] | None = None, *, inline: bool = False,
+             uses: tuple[Callable[..., Any], ...] = ()) -> Any:
     """``function`` compiled by numba (``nopython``, no fast-math: IEEE results, the same bits
     on every machine; numpy's error model: ``x / 0`` is ``inf``, not an exception) on its
     first call. numba is imported then, not when the module is, and
-    the machine code is cached on disk beside the module."""
+    the machine code is cached on disk beside the module.
+
+    ``inline``: a helper that other kernels call, inlined into them; once built it replaces
+    its name in its module, where numba looks for it when it compiles a kernel that calls it.
+    ``uses``: the helpers a kernel calls, built before it."""
+    if function is None:
+        return lambda f: compiled(f, inline=inline, uses=uses)
 
     @cache
     def build() -> Callable[..., Any]:
         from numba import njit
 
-        return njit(cache=True, nogil=True, error_model="numpy")(function)
+        for helper in uses:
+            helper.build()
+        kernel = njit(cache=True, nogil=True, error_model="numpy",
+                      **({"inline": "always"} if inline else {}))(function)
+        if inline:
+            function.__globals__[function.__name__] = kernel
+        return kernel
 
     @wraps(function)
     def call(*args: Any) -> Any:
         return build()(*args)
 
+    call.build = build
     return call

@@ -222,8 +222,12 @@ def test_the_compiled_kernels_are_their_written_out_forms():
     p = _softmin(cumulative, 0.3)
     np.testing.assert_allclose(p, w / w.sum(axis=1, keepdims=True), rtol=1e-13)
     u = rng.random(50)
-    np.testing.assert_array_equal(_draw(p, u, np.empty(50, dtype=np.int64)),
-                                  np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), 8))
+    want = np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), 8)
+    np.testing.assert_array_equal(_draw(p, u, np.empty(50, dtype=np.int64),
+                                        np.zeros(0, np.bool_), False), want)
+    skip = rng.random(50) < 0.5  # rows drawn already are left as they are
+    np.testing.assert_array_equal(_draw(p, u, np.full(50, -1), skip, True),
+                                  np.where(skip, -1, want))
     costs = rng.normal(0.0, 1.0, (50, 9))
     costs[3, 2], costs[5, 4] = np.nan, np.inf
     span, active = rng.uniform(0.2, 1.0, 50), rng.random(50) > 0.3
@@ -240,12 +244,15 @@ def test_the_compiled_kernels_are_their_written_out_forms():
         np.testing.assert_array_equal(_row_argmin(np.ascontiguousarray(ties[:, :columns])),
                                       np.argmin(ties[:, :columns], axis=1))
     # ... and where the learners take it, in the pass that also weighs (rows with a NaN, an
-    # infinity or neither)
-    lowest, weights = np.full(400, -1), np.empty(ties.shape)
+    # infinity or neither), and each row drawn from its weights in that pass as by _draw
+    lowest, weights, drawn = np.full(400, -1), np.empty(ties.shape), np.full(400, -1)
+    u = rng.random(400)
     _learn_rows(ties, 0.3, weights, lowest, np.ones(400, np.bool_), np.zeros((0, 0)),
-                np.zeros(0), False, True, True)
+                np.zeros(0), False, True, True, u, drawn)
     np.testing.assert_array_equal(lowest, np.argmin(ties, axis=1))
     np.testing.assert_array_equal(weights, _softmin(ties, 0.3))
+    np.testing.assert_array_equal(drawn, np.minimum(
+        (np.cumsum(weights, axis=1) < u[:, None]).sum(axis=1), 8))
 
 
 @pytest.mark.parametrize("kind", [Hedge, EXP3])
