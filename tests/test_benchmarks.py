@@ -122,6 +122,7 @@ def test_learning_benchmark(quick_benchmarks):
             assert _finite(figures["round_s"], figures["floor_s"], figures["ratio_to_floor"])
             assert figures["ratio_to_floor"] == pytest.approx(
                 figures["floor_s"] / figures["round_s"], rel=1e-12)
+            assert _finite(figures["mean_round_s"]) and figures["mean_round_s"] > 0
     bound = report["bound"]  # the fused round's arithmetic, whole and less each exact part
     assert set(bound) == {"exact", "eq14_multiply", "units_multiply", "normalise_multiply",
                           "exp_multiply", "reciprocals"}
