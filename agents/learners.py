@@ -494,30 +494,22 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
             if not rank:
                 continue
             if total == total:  # no NaN among the losses (it would make the sum NaN)
-                low = lows[i - start]
-            else:  # the smallest loss, a NaN taken as smallest, in four lanes
-                l0 = l1 = l2 = l3 = losses[i, 0]
-                for j in range(1, 1 + 4 * ((m - 1) // 4), 4):
-                    c0, c1 = losses[i, j], losses[i, j + 1]
-                    c2, c3 = losses[i, j + 2], losses[i, j + 3]
-                    l0 = c0 if c0 < l0 or c0 != c0 else l0
-                    l1 = c1 if c1 < l1 or c1 != c1 else l1
-                    l2 = c2 if c2 < l2 or c2 != c2 else l2
-                    l3 = c3 if c3 < l3 or c3 != c3 else l3
-                for j in range(1 + 4 * ((m - 1) // 4), m):
-                    c0 = losses[i, j]
-                    l0 = c0 if c0 < l0 or c0 != c0 else l0
-                l0 = l1 if l1 < l0 or l1 != l1 else l0
-                l2 = l3 if l3 < l2 or l3 != l3 else l2
-                low = l2 if l2 < l0 or l2 != l2 else l0
-            j = 0  # the first of the smallest (or the first NaN), as numpy's argmin
+                j = 0
+                while losses[i, j] != lows[i - start]:
+                    j += 1
+                lowest[i] = j
+                continue
+            lowest[i] = 0
+            low = losses[i, 0]
             if low == low:
-                while losses[i, j] != low:
-                    j += 1
-            else:
-                while losses[i, j] == losses[i, j]:
-                    j += 1
-            lowest[i] = j
+                for j in range(1, m):
+                    c = losses[i, j]
+                    if c != c:
+                        lowest[i] = j
+                        break
+                    if c < low:
+                        low = c
+                        lowest[i] = j
 
 
 @compiled

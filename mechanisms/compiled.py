@@ -17,7 +17,9 @@ def compiled(function: Callable[..., Any] | None = None, *, inline: bool = False
 
     ``inline``: a helper that other kernels call, inlined into them; once built it replaces
     its name in its module, where numba looks for it when it compiles a kernel that calls it.
-    ``uses``: the helpers a kernel calls, built before it."""
+    ``uses``: the helpers a kernel calls, built before it. A helper lives in its callers'
+    file: numba's disk cache keys a kernel on its own file only, so a kernel would keep a
+    changed helper of another file's old code."""
     if function is None:
         return lambda f: compiled(f, inline=inline, uses=uses)
 
