@@ -918,8 +918,10 @@ class BayesPricingSlice(GameSlice):
         self.active = np.concatenate([self.types == 0, self.types == 1])
 
     def _by_type(self, v: NDArray) -> NDArray:
-        """Each client's action for each type, ``(2, size)``."""
-        return v.astype(np.int64).reshape(2, self.size)
+        """Each client's action for each type, ``(2, size)`` (the learners' own indices where
+        ``v`` is the round's play or the last iterate)."""
+        index = self._grid_index(v)
+        return (v.astype(np.int64) if index is None else index).reshape(2, self.size)
 
     def _actions(self, v: NDArray, types: NDArray) -> NDArray:
         """Each client's action under ``types`` (its row of its type)."""

@@ -715,8 +715,7 @@ class BayesRules:
         others = totals[:, :, None] - self.parts[:, None, :]  # (4, S, actions)
         last = len(g.all_counts) - 1  # (s, a) that no row meets may fall outside: clipped
         reported_l = np.clip(np.rint(others[3]).astype(np.int64), 0, last)
-        wk, sk = self.decode(self.grid)
-        w_all = self.weight[wk]
+        w_all, sk = self.weight[self._reports], self._noises
         with np.errstate(divide="ignore", invalid="ignore"):  # at (s, a) no row meets
             d2 = (((w_all * sk) ** 2)[None, None, :] + others[1][:, :, None]) / np.square(
                 w_all[None, None, :] + others[0][:, :, None])  # (S, own action, candidate)
@@ -725,9 +724,10 @@ class BayesRules:
         tables = (all_counts[np.minimum(reported_l + 1, last)], all_counts[reported_l],
                   np.ascontiguousarray(others[2]))
         actions = np.ascontiguousarray(actions, dtype=np.int64)
-        if len(p) == 1:  # one profile (a round's types): its entries as they are (weight 1)
+        if len(p) == 1:  # one profile (a round's types): its entries as they are (weight 1),
+            # each client's of its action there
             own = actions[types[0], np.arange(actions.shape[1])]
-            accuracy, sums = accuracy_table[0], [table[0, own] for table in tables]
+            accuracy, sums = accuracy_table[0], [table[0] for table in tables]
         else:
             accuracy, *sums = _interim_sums(accuracy_table, *tables, p, actions,
                                             np.ascontiguousarray(types.T, dtype=np.int8))
@@ -736,11 +736,10 @@ class BayesRules:
             out, at = np.empty((len(client), self.grid.size)), np.arange(len(client))
         constants = np.array([g.kappa, g.c, g.S, ((g.N - 1) / g.N) ** 2, float(g.N**2),
                               mech.q])
-        report, sigma = self.decode(self.grid)
         _interim_costs(accuracy, own, *sums, np.asarray(client, dtype=np.int64),
-                       g.alpha[row_type], report, sigma, np.asarray(mech.beta, dtype=float),
-                       np.asarray(mech.reward, dtype=float), constants, out,
-                       np.asarray(at, dtype=np.int64))
+                       g.alpha[row_type], self._reports, self._noises,
+                       np.asarray(mech.beta, dtype=float), np.asarray(mech.reward, dtype=float),
+                       constants, out, np.asarray(at, dtype=np.int64))
         return out
 
     def realized(self, t: NDArray, a: NDArray, s: NDArray, noise: NDArray, w_noise: float,
@@ -762,7 +761,7 @@ class BayesRules:
         g = self.bayes
         total = self.totals(counts)
         accuracy = pricing.loss_bound(np.sqrt(total[1]) / total[0], g.kappa, g.L_F)
-        privacy = g.alpha[:, None] * pricing.privacy_loss(self.decode(self.grid)[1], g.c, g.S)
+        privacy = g.alpha[:, None] * pricing.privacy_loss(self._noises, g.c, g.S)
         each = (accuracy * (counts.sum(axis=2) * (1.0 - g.alpha)).sum(axis=1)
                 + (counts * privacy[None]).sum(axis=(1, 2)))
         return float(np.average(each, weights=p))
@@ -803,12 +802,13 @@ def _interim_sums(accuracy, joins, stays, squares, p, actions, by_client):
 def _interim_costs(accuracy, entry, l_joins, l_stays, squares, client, alpha, reports, sigmas,
                    beta, reward, constants, out, at):
     """Eq (13)'s integrand of each row and grid action from its client's sums (client
-    ``i``'s accuracy terms: row ``entry[i]`` of ``accuracy``), into row ``at[r]`` of
-    ``out``: ``(1 - alpha) kappa accuracy + alpha c S / sigma + beta (((N - 1)/N)^2 sigma^2
-    + squares / N^2) - r count - q``, each operation in that order (``constants``: ``kappa,
-    c, S, ((N - 1)/N)^2, N^2, q``; ``reports``, ``sigmas``: each action's). A row's and an
-    action's parts are taken once, not per cell (the same operations, so the same bits), and
-    a row's loop over the actions is vectorized."""
+    ``i``'s: entry ``entry[i]`` of ``l_joins``, ``l_stays`` and ``squares``, row
+    ``entry[i]`` of ``accuracy``: its own, or its action's in a single profile), into row
+    ``at[r]`` of ``out``: ``(1 - alpha) kappa accuracy + alpha c S / sigma + beta (((N -
+    1)/N)^2 sigma^2 + squares / N^2) - r count - q``, each operation in that order
+    (``constants``: ``kappa, c, S, ((N - 1)/N)^2, N^2, q``; ``reports``, ``sigmas``: each
+    action's). A row's and an action's parts are taken once, not per cell (the same
+    operations, so the same bits), and a row's loop over the actions is vectorized."""
     kappa, c_privacy, size, spread, n2, q = constants
     k = reports.size
     noise_part, fine, joins = np.empty(k), np.empty(k), np.empty(k, np.bool_)
@@ -817,10 +817,9 @@ def _interim_costs(accuracy, entry, l_joins, l_stays, squares, client, alpha, re
         fine[j] = beta[reports[j]]
         joins[j] = reports[j] == 0
     for r in range(client.size):
-        i, a, o = client[r], alpha[r], at[r]
-        e = entry[i]
-        weight, privacy, others = (1.0 - a) * kappa, a * c_privacy * size, squares[i] / n2
-        joined, stayed = reward[0] * l_joins[i], reward[1] * l_stays[i]
+        a, o, e = alpha[r], at[r], entry[client[r]]
+        weight, privacy, others = (1.0 - a) * kappa, a * c_privacy * size, squares[e] / n2
+        joined, stayed = reward[0] * l_joins[e], reward[1] * l_stays[e]
         for j in range(k):
             out[o, j] = (weight * accuracy[e, j] + privacy / sigmas[j]
                          + fine[j] * (noise_part[j] + others)
