@@ -145,13 +145,14 @@ def bayes_bound(before: dict, after: dict) -> list[str]:
             "candidates a client, padded to 48, every row kept in L1) and the learners' and the "
             f"analyst's arithmetic over the rows that play {bound['learning_s'] * 1e3:.1f} ms. "
             "The median EXP3 round is one where the iterate stayed; it is not bounded so. "
-            "Profiled at 10^4 clients on 2026-11-29 (7.8 ms a round, no floor between rounds), "
-            "its compiled passes take 5.7 ms: the learners' 2.9 (EXP3's estimates; ranking the "
+            "Profiled at 10^4 clients on 2026-11-29 (7.9 ms a round, no floor between rounds), "
+            "its compiled passes take 5.9 ms: the learners' 2.9 (EXP3's estimates; ranking the "
             "rows whose played action was their smallest estimate; weighing and drawing the "
-            "rows that played the round before), the analyst's sums 1.6, the draw of the other "
+            "rows that played the round before), the analyst's sums 1.7, the draw of the other "
             "rows 0.5, the costs of the rows that play 0.4 and the clients per type profile "
-            "0.2; the round's Python and its small numpy calls the other 2.1 ms, none above "
-            "0.2.", ""]
+            "0.2; the round's Python and its small numpy calls the other 2.0 ms, none above "
+            "0.2. Five runs of EXP3 interleaved with `98ef0b8`'s (2026-11-29, the final code) "
+            "gave 8.7-10.6x, 9.6x their median: at the target, not reliably over it.", ""]
 
 
 def section(before: dict, after: dict, scale: list[dict] | None = None) -> list[str]:
