@@ -134,7 +134,7 @@ class GridLearner:
             only through :meth:`observe`).
         next_weights, fresh: the exponential-weights learners' next strategies, taken in
             the pass that observes where every agent observed, and whether they are the
-            strategies now (every agent's, or none).
+            strategies now.
     """
 
     #: The feedback kinds this learner can use.
@@ -164,7 +164,7 @@ class GridLearner:
         self.unranked = np.ones(self.agents, dtype=bool)  # their :meth:`mode` not known
         self.lowest: NDArray | None = None
         self.next_weights: NDArray | None = None
-        self.fresh = np.zeros(self.agents, dtype=bool)  # next_weights holds their strategy
+        self.fresh = False  # next_weights holds every agent's strategy
         self._mapped: NDArray | None = None
         self.start = None if start is None else _start_indices(start, self.agents, self.m)
 
@@ -172,7 +172,7 @@ class GridLearner:
         """A checkpoint leaves out the units' buffer and the next weights: the next draw
         weighs the rows that held them again from their losses (the same bits)."""
         return {**self.__dict__, "_mapped": None, "next_weights": None,
-                "moved": self.moved | self.fresh, "fresh": np.zeros_like(self.fresh)}
+                "moved": self.moved | self.fresh, "fresh": False}
 
     @property
     def first(self) -> NDArray:
@@ -320,8 +320,7 @@ def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray,
                 rows, _NONE if costs is None else costs, learner.span, True, True, every,
                 _NO_SPAN, _NO_ROWS)
     learner.unranked &= ~rows
-    if every:
-        learner.fresh[:] = True
+    learner.fresh = every  # else the next draw weighs every row that moved since the last
 
 
 def _drawn_weights(learner: Hedge | EXP3, losses: NDArray, u: NDArray, out: NDArray) -> NDArray:
@@ -333,7 +332,7 @@ def _drawn_weights(learner: Hedge | EXP3, losses: NDArray, u: NDArray, out: NDAr
     if learner.drawn_from is None:
         learner.drawn_from = np.empty((learner.agents, learner.m))
         learner.moved[:] = True
-    if learner.fresh.all():
+    if learner.fresh:
         learner.drawn_from, learner.next_weights = learner.next_weights, learner.drawn_from
         learner.moved[:] = False
     moved = bool(learner.moved.any())
@@ -342,7 +341,7 @@ def _drawn_weights(learner: Hedge | EXP3, losses: NDArray, u: NDArray, out: NDAr
                     _NO_SPAN, False, False, True, u, out)
     _draw(learner.drawn_from, u, out, learner.moved, moved)
     learner.moved[:] = False
-    learner.fresh[:] = False
+    learner.fresh = False
     return learner.drawn_from
 
 

@@ -277,8 +277,9 @@ def test_the_last_iterate_is_the_first_smallest_loss_among_ties(kind):
 @pytest.mark.parametrize("kind", [Hedge, EXP3])
 def test_kept_strategies_of_rows_that_sat_out_are_the_fresh_ones(kind):
     """Only the rows that observed are drawn and ranked again; after rounds where random rows
-    sit out (and a round observed twice before the next draw), every row's strategy and
-    last iterate equal those taken afresh from its losses, to the bit."""
+    sit out (and rounds observed twice before the next draw: partly both times, or wholly
+    then partly), every row's strategy and last iterate equal those taken afresh from its
+    losses, to the bit."""
     rng = np.random.default_rng(5)
     n, m = 60, 5
     learner = kind(np.arange(m, dtype=float), n, 30)
@@ -286,8 +287,8 @@ def test_kept_strategies_of_rows_that_sat_out_are_the_fresh_ones(kind):
         learner.act(rng)
         losses = learner.cumulative if kind is Hedge else learner.estimates
         np.testing.assert_array_equal(learner.drawn_from, learner.probabilities())
-        for _ in range(1 + (t == 5)):
-            on = rng.random(n) < 0.3
+        for k in range(1 + (t == 5) + (t == 8)):  # twice: partly, or first wholly
+            on = np.ones(n, np.bool_) if t == 8 and k == 0 else rng.random(n) < 0.3
             costs = rng.random((n, m)) if kind is Hedge else rng.random(n)
             learner.observe(costs, on)
         np.testing.assert_array_equal(learner.mode(), np.argmin(losses, axis=1))
