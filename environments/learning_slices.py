@@ -949,7 +949,7 @@ class BayesPricingSlice(GameSlice):
                                   self._by_type(v), types, self.client[every],
                                   self.row_type[every], out, None if out is None else rows)
 
-    def _costs(self, v: NDArray, totals: dict, out: NDArray | None = None) -> NDArray:
+    def _costs(self, v: NDArray, totals: dict, *, out: NDArray | None = None) -> NDArray:
         """This round's costs of the rows that play, into ``out`` (the slice's kept table,
         whose other rows keep an earlier round's: no reader takes them) or a fresh table (0
         for the others: not computed). No candidates but the grid: the deviations are interim
