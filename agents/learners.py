@@ -128,13 +128,12 @@ class GridLearner:
             (full information; larger differences are clipped).
         low, high: per agent, the range of a realized cost (bandit; clipped to it).
         last: the actions played last round, ``(n,)`` indices into ``grid``.
-        drawn_from: the mixed strategies they were drawn from, ``(n, m)``.
-        moved, unranked: the agents that observed since the strategies were last drawn, and
-            those whose action of the smallest loss is not known (a learner's state changes
-            only through :meth:`observe`).
-        next_weights, fresh: the exponential-weights learners' next strategies, taken in
-            the pass that observes where every agent observed, and whether they are the
-            strategies now.
+        drawn_from: the mixed strategies they were drawn from, ``(n, m)``, until
+            :meth:`observe`: the exponential-weights learners then take their next
+            strategies in place, in the pass that updates their losses (a reader of the
+            strategies played, such as the analyst's sums, reads them before).
+        lowest: the exponential-weights learners' action of the smallest loss per agent
+            (their :meth:`mode`), taken in the same pass.
     """
 
     #: The feedback kinds this learner can use.
@@ -160,19 +159,13 @@ class GridLearner:
             raise ConfigError("high must exceed low for every agent")
         self.last = np.zeros(self.agents, dtype=int)
         self.drawn_from: NDArray | None = None
-        self.moved = np.ones(self.agents, dtype=bool)  # observed since the weights' last draw
-        self.unranked = np.ones(self.agents, dtype=bool)  # their :meth:`mode` not known
         self.lowest: NDArray | None = None
-        self.next_weights: NDArray | None = None
-        self.fresh = False  # next_weights holds every agent's strategy
         self._mapped: NDArray | None = None
         self.start = None if start is None else _start_indices(start, self.agents, self.m)
 
     def __getstate__(self) -> dict:
-        """A checkpoint leaves out the units' buffer and the next weights: the next draw
-        weighs the rows that held them again from their losses (the same bits)."""
-        return {**self.__dict__, "_mapped": None, "next_weights": None,
-                "moved": self.moved | self.fresh, "fresh": False}
+        """A checkpoint leaves out the units' buffer."""
+        return {**self.__dict__, "_mapped": None}
 
     @property
     def first(self) -> NDArray:
@@ -219,8 +212,12 @@ class GridLearner:
         """The strategies this round's actions are drawn from (kept in ``drawn_from``
         until the next round), each row's action drawn with its uniform into ``out``."""
         p = self.probabilities()
-        _draw(p, u, out, _NO_MASK, False)
+        _draw(p, u, out)
         return p
+
+    def strategy(self, i: int) -> NDArray:
+        """Agent ``i``'s mixed strategy now (what its next action is drawn from)."""
+        return self.probabilities()[i].copy()
 
     def observe(self, feedback: ArrayLike, active: NDArray | None = None) -> None:
         """Update from the round's feedback: ``(n, m)`` costs (full information) or ``(n,)``
@@ -230,7 +227,6 @@ class GridLearner:
         c = np.asarray(feedback, dtype=float)
         active = (np.ones(self.agents, dtype=bool) if active is None
                   else np.asarray(active, dtype=bool))
-        self.moved |= active
         if self.feedback == "full":
             if c.shape != (self.agents, self.m):
                 raise ConfigError(f"full-information feedback must have shape ({self.agents}, "
@@ -295,75 +291,31 @@ def _softmin(cumulative: NDArray, eta: float) -> NDArray:
     (:func:`_learn_rows`)."""
     p = np.empty(cumulative.shape)
     _learn_rows(cumulative, eta, p, _NO_ROWS, np.ones(len(cumulative), dtype=np.bool_),
-                _NONE, _NO_SPAN, False, False, True, _NO_SPAN, _NO_ROWS)
+                _NONE, _NO_SPAN, False, False, True)
     return p
 
 
-def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray,
-           costs: NDArray | None = None, stale: NDArray | None = None) -> None:
-    """The exponential-weights learners' update in one compiled pass over the rows that
-    observed (:func:`_learn_rows`): full-information ``costs`` (Hedge) added to the losses in
-    the learner's units, then each row's action of the smallest loss (:meth:`GridLearner.mode`)
-    and, where every row observed, its next strategy, kept in ``next_weights`` until the next
-    draw takes them (``drawn_from`` keeps this round's for the analyst). Where only some rows
-    observed (bas-sequential: 1 in 21, pricing-bayes: 1 in 2), the next draw weighs them
-    straight into ``drawn_from`` (:func:`_drawn_weights`; copying them there would cost a
-    pass), and only the ``stale`` rows among them are ranked again (EXP3's, where the
-    played action's estimate rose: :func:`_importance_weighted`)."""
-    n, m = losses.shape
-    _ranks(learner)
-    every = bool(active.all())
-    if every and learner.next_weights is None:
-        learner.next_weights = np.empty((n, m))
-    rows = active if every or stale is None else stale
-    _learn_rows(losses, learner.eta, learner.next_weights if every else _NONE, learner.lowest,
-                rows, _NONE if costs is None else costs, learner.span, True, True, every,
-                _NO_SPAN, _NO_ROWS)
-    learner.unranked &= ~rows
-    learner.fresh = every  # else the next draw weighs every row that moved since the last
-
-
-def _drawn_weights(learner: Hedge | EXP3, losses: NDArray, u: NDArray, out: NDArray) -> NDArray:
-    """The exponential weights of ``losses`` kept in ``drawn_from``, and each row's action
-    drawn from them with its uniform ``u`` into ``out``: where every row observed since,
-    ``next_weights`` holds them (the two arrays trade places); any other row that moved is
-    weighed again, into ``drawn_from``, and drawn while its weights are in cache (a row that
-    did not play kept its losses, so its strategy)."""
+def _weights(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
+    """The exponential-weights learners' strategies now, ``(n, m)``, and each row's action of
+    the smallest loss (``lowest``): taken from every row's ``losses`` on first use, then by
+    each pass that observes (:func:`_learn`), for the rows that observed."""
     if learner.drawn_from is None:
         learner.drawn_from = np.empty((learner.agents, learner.m))
-        learner.moved[:] = True
-    if learner.fresh:
-        learner.drawn_from, learner.next_weights = learner.next_weights, learner.drawn_from
-        learner.moved[:] = False
-    moved = bool(learner.moved.any())
-    if moved:
-        _learn_rows(losses, learner.eta, learner.drawn_from, _NO_ROWS, learner.moved, _NONE,
-                    _NO_SPAN, False, False, True, u, out)
-    _draw(learner.drawn_from, u, out, learner.moved, moved)
-    learner.moved[:] = False
-    learner.fresh = False
+        learner.lowest = np.zeros(learner.agents, dtype=np.int64)
+        _learn_rows(losses, learner.eta, learner.drawn_from, learner.lowest,
+                    np.ones(learner.agents, dtype=np.bool_), _NONE, _NO_SPAN, False, True, True)
     return learner.drawn_from
 
 
-def _ranks(learner: Hedge | EXP3) -> NDArray:
-    """The rows' actions of the smallest loss as last ranked (made on first use, every row
-    unranked)."""
-    if learner.lowest is None:
-        learner.lowest = np.zeros(learner.agents, dtype=np.int64)
-        learner.unranked[:] = True
-    return learner.lowest
-
-
-def _lowest(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
-    """Each row's action of the smallest ``losses`` (:func:`_row_argmin`), kept as
-    :func:`_drawn_weights` keeps the weights: taken again for the rows not ranked since
-    their losses last changed."""
-    _ranks(learner)
-    if learner.unranked.any():
-        _learn_rows(losses, 0.0, _NONE, learner.lowest, learner.unranked, _NONE, _NO_SPAN,
-                    False, True, False, _NO_SPAN, _NO_ROWS)
-    learner.unranked[:] = False
-    return learner.lowest.copy()
+def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray,
+           costs: NDArray | None = None) -> None:
+    """The exponential-weights learners' update in one compiled pass over the rows that
+    observed (:func:`_learn_rows`): full-information ``costs`` (Hedge) added to the losses in
+    the learner's units, then each row's action of the smallest loss (:meth:`GridLearner.mode`)
+    and its next strategy, written over the one it drew from (a row that did not observe
+    keeps its losses, so its strategy: no pass over it)."""
+    _learn_rows(losses, learner.eta, _weights(learner, losses), learner.lowest, active,
+                _NONE if costs is None else costs, learner.span, True, True, True)
 
 
 #: fdlibm's ``exp`` (``e_exp.c``, Sun Microsystems 1993): ``x = k ln 2 + r`` with ln 2 in two
@@ -382,26 +334,11 @@ _TWO_TO = 2.0 ** np.arange(-1077.0, 1.0)  # 2^k for k = -1077 .. 0
 _EXP_FLOOR = -745.5
 #: :func:`_learn_rows`' arguments for a part it does not take (no costs, no ranks).
 _NONE, _NO_ROWS, _NO_SPAN = np.zeros((0, 0)), np.zeros(0, dtype=np.int64), np.zeros(0)
-_NO_MASK = np.zeros(0, dtype=np.bool_)
 
 
-@compiled(inline=True)
-def _drawn_index(p: NDArray, u: float) -> int:
-    """The action drawn from probabilities ``p`` with uniform ``u``: the number of actions
-    whose cumulative probability is below ``u`` (the last action at most)."""
-    cumulative, k = 0.0, 0
-    for j in range(p.size):  # the cumulative probability only grows: stop at the first above
-        cumulative += p[j]
-        if not cumulative < u:
-            break
-        k += 1
-    return min(k, p.size - 1)
-
-
-@compiled(uses=(_drawn_index,))
+@compiled
 def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: NDArray,
-                costs: NDArray, span: NDArray, add: bool, rank: bool, weigh: bool,
-                uniform: NDArray, drawn: NDArray) -> None:
+                costs: NDArray, span: NDArray, add: bool, rank: bool, weigh: bool) -> None:
     """One pass over the ``rows``, a block at a time while it is in cache:
 
     * ``costs`` (full information, ``(n, m)``; empty: none) in the learner's units, each
@@ -412,9 +349,7 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
     * ``weigh``: each row's exponential weights ``exp(-eta (L - min L))``, normalised, into
       ``p``: the block's exponents into one buffer, fdlibm's ``exp`` over it in one
       vectorized loop, then each row normalised. A row's minimum and sum run in four lanes
-      (one chain per row would wait on each operation). ``uniform`` given: each weighed
-      row's action drawn with its uniform into ``drawn`` (:func:`_draw`), its weights in
-      cache.
+      (one chain per row would wait on each operation).
     """
     n, m = losses.shape
     units = costs.shape[0] == n
@@ -488,8 +423,6 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
                 for j in range(m):
                     p[i, j] = x[count + j] / total
                 count += m
-                if uniform.size:
-                    drawn[i] = _drawn_index(p[i], uniform[i])
             if not rank:
                 continue
             if total == total:  # no NaN among the losses (it would make the sum NaN)
@@ -513,20 +446,13 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
 
 @compiled
 def _importance_weighted(estimates: NDArray, played: NDArray, costs: NDArray, p: NDArray,
-                         active: NDArray, lowest: NDArray, unranked: NDArray) -> NDArray:
+                         active: NDArray) -> None:
     """EXP3's estimates: each row that played (``active``) gains its cost over its
-    probability on its played action (one compiled pass over the rows). Returns the rows
-    whose action of the smallest estimate may have moved: those unranked, and those whose
-    played action was it or whose estimate is now NaN (a cost in ``[0, 1]`` only raises the
-    played action's estimate, so another action stays the first of the smallest)."""
-    stale = np.zeros(played.size, dtype=np.bool_)
+    probability on its played action (one compiled pass over the rows)."""
     for i in range(played.size):
         if active[i]:
             a = played[i]
             estimates[i, a] += costs[i] / p[i, a]
-            v = estimates[i, a]
-            stale[i] = unranked[i] or a == lowest[i] or v != v
-    return stale
 
 
 def _row_argmin(x: NDArray) -> NDArray:
@@ -534,27 +460,30 @@ def _row_argmin(x: NDArray) -> NDArray:
     all), in one compiled pass over the rows (numpy's reduction over short rows is slower)."""
     out = np.zeros(len(x), dtype=np.int64)
     _learn_rows(x, 0.0, _NONE, out, np.ones(len(x), np.bool_), _NONE, _NO_SPAN, False, True,
-                False, _NO_SPAN, _NO_ROWS)
+                False)
     return out
 
 
-@compiled(uses=(_drawn_index,))
-def _draw(p: NDArray, u: NDArray, out: NDArray, skip: NDArray, skipping: bool) -> NDArray:
-    """Each row's action index drawn with its uniform ``u`` into ``out`` (but the rows
-    ``skip``ped where ``skipping``: drawn already), as :func:`_drawn_index`."""
+@compiled
+def _draw(p: NDArray, u: NDArray, out: NDArray) -> NDArray:
+    """Each row's action index drawn with its uniform ``u`` into ``out``: the number of
+    actions whose cumulative probability is below it (the last action at most)."""
+    m = p.shape[1]
     for i in range(p.shape[0]):
-        if not (skipping and skip[i]):
-            out[i] = _drawn_index(p[i], u[i])
+        cumulative, k = 0.0, 0
+        for j in range(m):  # the cumulative probability only grows: stop at the first above
+            cumulative += p[i, j]
+            if not cumulative < u[i]:
+                break
+            k += 1
+        out[i] = min(k, m - 1)
     return out
-
-
 
 
 def _map_full(costs: NDArray, span: NDArray, active: NDArray, out: NDArray) -> NDArray:
     """Full-information costs in ``[0, 1]`` into ``out`` (:func:`_learn_rows`' units); 0 for
     a row that did not play."""
-    _learn_rows(out, 0.0, _NONE, _NO_ROWS, active, costs, span, False, False, False, _NO_SPAN,
-                _NO_ROWS)
+    _learn_rows(out, 0.0, _NONE, _NO_ROWS, active, costs, span, False, False, False)
     return out
 
 
@@ -581,10 +510,16 @@ class Hedge(GridLearner):
         return _softmin(self.cumulative, self.eta)
 
     def _drawn_strategies(self, u: NDArray, out: NDArray) -> NDArray:
-        return _drawn_weights(self, self.cumulative, u, out)
+        p = _weights(self, self.cumulative)
+        _draw(p, u, out)
+        return p
+
+    def strategy(self, i: int) -> NDArray:
+        return _weights(self, self.cumulative)[i].copy()
 
     def mode(self) -> NDArray:
-        return _lowest(self, self.cumulative)  # the weights fall with the cumulative cost
+        _weights(self, self.cumulative)  # the weights fall with the cumulative cost
+        return self.lowest.copy()
 
     def _observe_full(self, costs: NDArray, active: NDArray) -> None:
         _learn(self, self.cumulative, active, costs)
@@ -621,15 +556,21 @@ class EXP3(GridLearner):
         return _softmin(self.estimates, self.eta)
 
     def _drawn_strategies(self, u: NDArray, out: NDArray) -> NDArray:
-        return _drawn_weights(self, self.estimates, u, out)
+        p = _weights(self, self.estimates)
+        _draw(p, u, out)
+        return p
+
+    def strategy(self, i: int) -> NDArray:
+        return _weights(self, self.estimates)[i].copy()
 
     def mode(self) -> NDArray:
-        return _lowest(self, self.estimates)
+        _weights(self, self.estimates)
+        return self.lowest.copy()
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
-        stale = _importance_weighted(self.estimates, self.last, costs, self.drawn_from, active,
-                                     _ranks(self), self.unranked)
-        _learn(self, self.estimates, active, stale=stale)
+        _importance_weighted(self.estimates, self.last, costs,
+                             _weights(self, self.estimates), active)
+        _learn(self, self.estimates, active)
 
     def regret_bound(self, T: int) -> float | None:
         """``ln m / eta + eta m T / 2``: EXP3's expected-regret bound with a fixed step, at

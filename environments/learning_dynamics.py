@@ -297,7 +297,7 @@ class Player(mesa.Agent):
 
     @property
     def strategy(self) -> NDArray:
-        """The mixed strategy over the grid it last drew from."""
+        """Its mixed strategy over the grid now (what its next action is drawn from)."""
         return self.view().strategy
 
     @property

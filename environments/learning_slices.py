@@ -115,8 +115,9 @@ class AgentView:
 
     Attributes:
         index: the agent (its row). private: its private type by name (pricing's
-            ``alpha``, BAS's ``beta``, PPSP's weights; SAR's users have none). strategy: the
-            mixed strategy it last drew from. action: the action it last played. iterate: its
+            ``alpha``, BAS's ``beta``, PPSP's weights; SAR's users have none). strategy: its
+            mixed strategy now (what its next action is drawn from). action: the action it
+            last played. iterate: its
             last iterate. reference: its action in the predicted profile. costs: its expected
             cost of each grid action against last round's play (NaN before a round).
     """
@@ -393,13 +394,14 @@ class GameSlice:
         costs = self._round_costs(v, totals)
         feedback = costs if self.full else self._realized(v, self.draws, totals,
                                                           self.release_stream, self.common, None)
-        self.learner.observe(feedback, self.active)
         point = isinstance(self.learner, SPSA)  # plays points off the grid; the others, cells
         own = (self._costs(v, totals, v[:, None])[:, 0] if point
                else _played_cells(costs, self.learner.last, _EVERY if self.active is None
                                   else self.active, np.zeros(self.rows)))
-        drawn_from = None if point else self.learner.drawn_from
-        sums = self.sums.add(costs, own, drawn_from, self.active)
+        # the analyst reads the strategies played before the learners take their next ones
+        sums = self.sums.add(costs, own, None if point else self.learner.drawn_from,
+                             self.active)
+        self.learner.observe(feedback, self.active)
         self.mode_index = None if point else self.learner.mode()
         mode = self.learner.current() if point else self.grid[self.mode_index]
         changed = not np.array_equal(mode, self.mode)
@@ -478,8 +480,7 @@ class GameSlice:
         """Agent ``agent`` (the population's row: :meth:`locate`) as this shard holds it, made
         on access."""
         i = self._local(*self.locate(agent, self.c))
-        strategy = (np.zeros(self.grid.size) if self.learner.drawn_from is None
-                    else self.learner.drawn_from[i].copy())
+        strategy = self.learner.strategy(i)
         predicted = next(iter(self.references.values()))
         costs = (np.full(self.grid.size, np.nan) if self.values is None
                  else self._costs(self.values, self._totals)[i].copy())

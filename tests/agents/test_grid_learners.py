@@ -223,11 +223,7 @@ def test_the_compiled_kernels_are_their_written_out_forms():
     np.testing.assert_allclose(p, w / w.sum(axis=1, keepdims=True), rtol=1e-13)
     u = rng.random(50)
     want = np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), 8)
-    np.testing.assert_array_equal(_draw(p, u, np.empty(50, dtype=np.int64),
-                                        np.zeros(0, np.bool_), False), want)
-    skip = rng.random(50) < 0.5  # rows drawn already are left as they are
-    np.testing.assert_array_equal(_draw(p, u, np.full(50, -1), skip, True),
-                                  np.where(skip, -1, want))
+    np.testing.assert_array_equal(_draw(p, u, np.empty(50, dtype=np.int64)), want)
     costs = rng.normal(0.0, 1.0, (50, 9))
     costs[3, 2], costs[5, 4] = np.nan, np.inf
     span, active = rng.uniform(0.2, 1.0, 50), rng.random(50) > 0.3
@@ -244,15 +240,13 @@ def test_the_compiled_kernels_are_their_written_out_forms():
         np.testing.assert_array_equal(_row_argmin(np.ascontiguousarray(ties[:, :columns])),
                                       np.argmin(ties[:, :columns], axis=1))
     # ... and where the learners take it, in the pass that also weighs (rows with a NaN, an
-    # infinity or neither), and each row drawn from its weights in that pass as by _draw
-    lowest, weights, drawn = np.full(400, -1), np.empty(ties.shape), np.full(400, -1)
-    u = rng.random(400)
-    _learn_rows(ties, 0.3, weights, lowest, np.ones(400, np.bool_), np.zeros((0, 0)),
-                np.zeros(0), False, True, True, u, drawn)
-    np.testing.assert_array_equal(lowest, np.argmin(ties, axis=1))
-    np.testing.assert_array_equal(weights, _softmin(ties, 0.3))
-    np.testing.assert_array_equal(drawn, np.minimum(
-        (np.cumsum(weights, axis=1) < u[:, None]).sum(axis=1), 8))
+    # infinity or neither); a row not taken keeps its rank and weights
+    lowest, weights = np.full(400, -1), np.full(ties.shape, -1.0)
+    rows = rng.random(400) < 0.8
+    _learn_rows(ties, 0.3, weights, lowest, rows, np.zeros((0, 0)), np.zeros(0), False, True,
+                True)
+    np.testing.assert_array_equal(lowest, np.where(rows, np.argmin(ties, axis=1), -1))
+    np.testing.assert_array_equal(weights, np.where(rows[:, None], _softmin(ties, 0.3), -1.0))
 
 
 @pytest.mark.parametrize("kind", [Hedge, EXP3])
@@ -276,13 +270,14 @@ def test_the_last_iterate_is_the_first_smallest_loss_among_ties(kind):
 
 @pytest.mark.parametrize("kind", [Hedge, EXP3])
 def test_kept_strategies_of_rows_that_sat_out_are_the_fresh_ones(kind):
-    """Only the rows that observed are drawn and ranked again; after rounds where random rows
-    sit out (and rounds observed twice before the next draw: partly both times, or wholly
-    then partly), every row's strategy and last iterate equal those taken afresh from its
-    losses, to the bit."""
+    """Only the rows that observed are weighed and ranked again, in place; after rounds where
+    random rows sit out (and rounds observed twice before the next draw: partly both times,
+    or wholly then partly), every row's strategy, the one it draws from and the one an agent
+    shows, and its last iterate equal those taken afresh from its losses, to the bit (from
+    a start: a row's first losses lean to it)."""
     rng = np.random.default_rng(5)
     n, m = 60, 5
-    learner = kind(np.arange(m, dtype=float), n, 30)
+    learner = kind(np.arange(m, dtype=float), n, 30, start=rng.integers(0, m, n))
     for t in range(12):
         learner.act(rng)
         losses = learner.cumulative if kind is Hedge else learner.estimates
@@ -292,6 +287,10 @@ def test_kept_strategies_of_rows_that_sat_out_are_the_fresh_ones(kind):
             costs = rng.random((n, m)) if kind is Hedge else rng.random(n)
             learner.observe(costs, on)
         np.testing.assert_array_equal(learner.mode(), np.argmin(losses, axis=1))
+        fresh = learner.probabilities()
+        np.testing.assert_array_equal(learner.drawn_from, fresh)
+        for i in (0, n // 2, n - 1):
+            np.testing.assert_array_equal(learner.strategy(i), fresh[i])
 
 
 def test_exponential_weights_are_exact_to_a_few_ulp_down_to_underflow():
@@ -321,8 +320,8 @@ def test_exponential_weights_are_exact_to_a_few_ulp_down_to_underflow():
 @pytest.mark.parametrize("kind", [Hedge, EXP3])
 def test_a_checkpointed_learner_goes_on_as_the_original(kind):
     """A learner pickled between observing and the next draw (a shard's checkpoint) leaves
-    out its next weights and scratch, and goes on exactly as the original: the same draws,
-    strategies and last iterates."""
+    out its scratch, and goes on exactly as the original: the same draws, strategies and
+    last iterates."""
     import pickle
 
     n, m = 200, 9

@@ -343,16 +343,20 @@ def test_the_last_iterate_is_each_agents_most_likely_action():
     np.testing.assert_array_equal(model.last_iterate(), model.grid[p.argmax(axis=1)])
 
 
-def test_regret_is_recomputed_from_the_strategies_played():
+@pytest.mark.parametrize("learner", ["regret_matching", "hedge"])
+def test_regret_is_recomputed_from_the_strategies_played(learner):
     """Not only below its bound: the reported average regret equals the one written out from
-    each round's mixed strategy (each agent's view) and every grid action's eq (14) cost given
-    the others' draws (capped units: shifted by the row's smallest, over the span, capped at
-    1), so an under-reported regret fails too."""
-    config = LearningConfig(game="bas", learner="regret_matching", agents=4, rounds=60)
+    each round's mixed strategy (each agent's view before the round: what it draws from) and
+    every grid action's eq (14) cost given the others' draws (capped units: shifted by the
+    row's smallest, over the span, capped at 1), so an under-reported regret fails too, and
+    so does an analyst that reads a strategy the learner took after the round (Hedge takes
+    its next ones in place)."""
+    config = LearningConfig(game="bas", learner=learner, agents=4, rounds=60)
     model = LearningModel(config, 8)
     beta, grid, span = model.types()["beta"], model.grid, model.scales()[0]
     expected, fixed = np.zeros(4), np.zeros((4, grid.size))
     for _ in range(config.rounds):
+        strategies = np.array([p.strategy for p in model.agents])
         model.step()
         views = [p.view() for p in model.agents]
         played = np.array([v.action for v in views])
@@ -364,7 +368,7 @@ def test_regret_is_recomputed_from_the_strategies_played():
                 with np.errstate(divide="ignore"):
                     table[i, j] = chain.user_costs(deviated, beta)[i]
         capped = np.minimum((table - table.min(axis=1, keepdims=True)) / span[:, None], 1.0)
-        expected += (np.array([v.strategy for v in views]) * capped).sum(axis=1)
+        expected += (strategies * capped).sum(axis=1)
         fixed += capped
     want = (expected - fixed.min(axis=1)) / config.rounds
     assert model.max_average_regret() == pytest.approx(want.max(), rel=1e-12)
