@@ -212,11 +212,9 @@ def test_the_pair_bound_does_the_engines_arithmetic(monkeypatch):
     for _ in range(2):
         uniform = rng.random(n)
         costs = table[engine_last]
-        _learn_rows(engine_losses, eta, weights, lowest, every, costs, span, True, True, True,
-                    np.zeros(0), np.zeros(0, np.int64))
+        _learn_rows(engine_losses, eta, weights, lowest, every, costs, span, True, True, True)
         out = sums.add(costs, costs[rows, engine_last], drawn, every)
-        engine_last = _draw(weights, uniform, np.zeros(n, np.int64), np.zeros(0, np.bool_),
-                            False)
+        engine_last = _draw(weights, uniform, np.zeros(n, np.int64))
         largest = bench_learning.pair_round(table, span, eta, *bench, uniform, last)
         assert np.array_equal(bench[0], engine_losses) and np.array_equal(bench[2], weights)
         assert np.array_equal(last, engine_last)
