@@ -17,9 +17,10 @@ iterate and the draw): no Python, no table, no random numbers, no hashes. It is 
 with each of its exact operations made a multiply (eq 14's square root and division; the units'
 division; the weights' normalising division; ``exp``), to say what each costs.
 
-Two more bounds, for the targets the first does not cover. ``pair_bound``: SAR's Hedge round
-at its 2 actions written straight (no loop over the actions; the engine's numbers bit for bit)
-and the action draws from the per-block streams, at 10^6 users. ``bayes_bound``: what a
+Two more bounds, for the targets the first does not cover. ``pair_bound``: SAR's Hedge and
+EXP3 rounds at their 2 actions written straight (no loop over the actions; the engine's
+numbers bit for bit) and the action draws from the per-block streams, and ``sar_draws``:
+everything EXP3's round draws, at 10^6 and 10^4 users (``small_``). ``bayes_bound``: what a
 pricing-bayes round where the last iterate moved must compute at 10^4 clients, each part by
 itself: the interim sums' additions alone, and the learners' and the analyst's arithmetic over
 the rows that play.
@@ -233,28 +234,41 @@ def bound(agents: int, reps: int) -> dict[str, dict]:
 
 @njit(error_model="numpy")
 def pair_round(table, span, eta, losses, drawn, weights, sums, played, mixed, lows, uniform,
-               last):
+               last, bounds):
     """One SAR Hedge round's arithmetic at its 2 actions, written straight (no loop over the
     actions), row by row: a row's costs are its last action's row of ``table`` (as
     ``SARGame.costs_given`` gathers them), then the learner's capped units, losses, last
     iterate and next weights (:func:`~privgames.agents.learners._learn_rows`), the analyst's
     sums and largest gains (``learning_measures._add_round``) and the draw, in the engine's
-    operations and order. Returns the largest regret or CCE gain."""
+    operations and order. ``bounds`` given (``(2, n)``: each row's realized range, low and
+    high): EXP3's round under bandit feedback, the played cell's cost standing for the
+    realized one (its draws are timed apart, :func:`sar_draws`): the learner raises its
+    played action's estimate by the cost's units over its probability
+    (``learners._importance_weighted``), and the analyst's units are over the range. Returns
+    the largest regret or CCE gain."""
     largest = -np.inf
+    bandit = bounds.shape[1] == losses.shape[0]
     for i in range(losses.shape[0]):
         a, s = last[i], span[i]
         c0, c1 = table[a, 0], table[a, 1]
-        low = c0 if c0 < np.inf else np.inf
-        low = c1 if c1 < low else low
-        u0, u1 = (c0 - low) / s, (c1 - low) / s
-        u0, u1 = 1.0 if u0 > 1.0 else u0, 1.0 if u1 > 1.0 else u1
-        losses[i, 0] += u0
-        losses[i, 1] += u1
-        shift = c1 if c1 < c0 else c0  # the analyst's units (its own pass: the same numbers)
+        own = c0 if a == 0 else c1
+        if bandit:  # observe's clip((c - low) / (high - low), 0, 1), then the estimate
+            shift, s = bounds[0, i], bounds[1, i] - bounds[0, i]
+            x = (own - shift) / s
+            x = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+            losses[i, a] += x / drawn[i, a]
+        else:
+            low = c0 if c0 < np.inf else np.inf
+            low = c1 if c1 < low else low
+            u0, u1 = (c0 - low) / s, (c1 - low) / s
+            u0, u1 = 1.0 if u0 > 1.0 else u0, 1.0 if u1 > 1.0 else u1
+            losses[i, 0] += u0
+            losses[i, 1] += u1
+            shift = c1 if c1 < c0 else c0  # the analyst's units (its own pass: the same)
         v0, v1 = (c0 - shift) / s, (c1 - shift) / s
         v0, v1 = 0.0 if v0 < 0.0 else 1.0 if v0 > 1.0 else v0, 0.0 if v1 < 0.0 else (
             1.0 if v1 > 1.0 else v1)
-        own, own_units = (c0, v0) if a == 0 else (c1, v1)
+        own_units = v0 if a == 0 else v1
         played[0, i] += own_units
         played[1, i] += own
         sums[0, i, 0] += v0
@@ -289,27 +303,35 @@ def pair_round(table, span, eta, losses, drawn, weights, sums, played, mixed, lo
 
 
 def pair_bound(agents: int, reps: int) -> dict[str, float]:
-    """:func:`pair_round` at ``agents`` rows and the round's action draws from the per-block
-    streams (one uniform a user, as the slice draws them), against the floor of ``agents x
-    2``, interleaved."""
+    """:func:`pair_round` at ``agents`` rows, Hedge's (full feedback) and EXP3's (bandit),
+    and the round's action draws from the per-block streams (one uniform a user, as the
+    slice draws them), against the floor of ``agents x 2``, interleaved. The ratio is
+    Hedge's round with its draws; EXP3's draws are more (:func:`sar_draws`)."""
     rng = np.random.default_rng(0)
     table = np.array([[0.0, 0.7], [0.0, 0.6]])  # abstain, or take part at a gain of 0.6-0.7
-    state = (table, np.ones(agents), 0.3, np.zeros((agents, 2)), np.full((agents, 2), 0.5),
-             np.empty((agents, 2)), np.zeros((2, agents, 2)), np.zeros((2, agents)),
-             np.zeros((2, agents)), np.zeros((2, agents)))
+    states = {kind: (table, np.ones(agents), 0.3, np.zeros((agents, 2)),
+                     np.full((agents, 2), 0.5), np.empty((agents, 2)),
+                     np.zeros((2, agents, 2)), np.zeros((2, agents)), np.zeros((2, agents)),
+                     np.zeros((2, agents))) for kind in ("hedge", "exp3")}
+    bounds = {"hedge": np.zeros((2, 0)), "exp3": np.stack([np.full(agents, -0.5),
+                                                           np.full(agents, 1.5)])}
     last = rng.integers(0, 2, agents)
     streams = BlockStreams(np.random.SeedSequence(0), 0, 0, agents, agents)
     cells = rng.random((agents, 2))
     out = np.empty_like(cells)
-    pair_round(*state, rng.random(agents), last)
-    floor, rounds, draws = [], [], []
+    for kind, state in states.items():
+        pair_round(*state, rng.random(agents), last.copy(), bounds[kind])
+    floor, draws, rounds = [], [], {kind: [] for kind in states}
     for _ in range(reps):
         floor.append(timed(lambda: floor_pass(cells, out)))
         draws.append(timed(streams.uniform))
-        u = rng.random(agents)
-        rounds.append(timed(lambda u=u: pair_round(*state, u, last)))
-    base, arithmetic, drawn = map(statistics.median, (floor, rounds, draws))
+        for kind, state in states.items():
+            u, b = rng.random(agents), bounds[kind]
+            rounds[kind].append(timed(lambda s=state, u=u, b=b: pair_round(*s, u, last, b)))
+    base, drawn = statistics.median(floor), statistics.median(draws)
+    arithmetic = statistics.median(rounds["hedge"])
     return {"agents": agents, "arithmetic_s": arithmetic, "draws_s": drawn, "floor_s": base,
+            "exp3_arithmetic_s": statistics.median(rounds["exp3"]),
             "ratio_to_floor": base / (arithmetic + drawn)}
 
 
@@ -377,6 +399,8 @@ def main() -> None:
         report = {"agents": 1000, **measure(1000, GAMES, 3, fresh=False),
                   "bound": bound(1000, 3),
                   "sar_draws": sar_draws(1000, 3), "pair_bound": pair_bound(1000, 3),
+                  "small_sar_draws": sar_draws(1000, 3),
+                  "small_pair_bound": pair_bound(1000, 3),
                   "bayes_bound": bayes_bound(1000, 3)}
     else:
         report = {"agents": 10_000, **measure(10_000, GAMES, 7),
@@ -384,6 +408,8 @@ def main() -> None:
                   "bound": bound(10_000, 31), "million_bound": bound(1_000_000, 5),
                   "sar_draws": sar_draws(1_000_000, 9),
                   "pair_bound": pair_bound(1_000_000, 9),
+                  "small_sar_draws": sar_draws(10_000, 31),
+                  "small_pair_bound": pair_bound(10_000, 31),
                   "bayes_bound": bayes_bound(10_000, 9)}
     print(json.dumps(report, indent=2))
 

@@ -277,12 +277,10 @@ def why_not_met(results: dict[str, dict], targets: list) -> list[str]:
             why = (f"the APES experiments' draws alone take {sum(floors.values()):.0f} s at the "
                    "sampler's rate; "
                    f"dp-kmeans {paper.get('dp-kmeans', float('nan')):.0f} s")
+        elif key in SAR_BOUNDS and "bench_learning" in flat:
+            why = sar_bound(flat["bench_learning"], *SAR_BOUNDS[key])
         elif key.startswith(("hedge.", "exp3.")) and "bench_learning" in flat:
             why = learning_bound(flat["bench_learning"])
-        elif key == "million.hedge.sar.ratio_to_floor" and "bench_learning" in flat:
-            why = pair_bound(flat["bench_learning"])
-        elif key == "million.exp3.sar.ratio_to_floor" and "bench_learning" in flat:
-            why = sar_draws(flat["bench_learning"])
         else:
             why = REASONS.get(key, "no floor measured")
         shown, previous = ("as the row above" if why == previous else why), why
@@ -299,7 +297,7 @@ def learning_bound(learning: dict[str, float]) -> str:
     if exact is None:
         return "no bound measured"
     engine = [learning[f"{learner}.{game}.ratio_to_floor"] for learner in ("hedge", "exp3")
-              for game in ("bas", "sar", "ppsp", "pricing")]
+              for game in ("bas", "ppsp", "pricing")]
     parts = ", ".join(f"{name} {exact - learning[f'bound.{key}.ns_per_cell']:.1f}"
                       for key, name in EXACT_PARTS.items())
     million = learning.get("million_bound.exact.ratio_to_floor")
@@ -312,7 +310,7 @@ def learning_bound(learning: dict[str, float]) -> str:
     passes = ("The engine's separate passes (the learner's, the analyst's, the cost table's) "
               "and its Python (about 1.2 ms of a bas round at 10^4 agents, profiled on "
               "2026-11-29) take the games' rounds to "
-              f"{min(engine):.2f}-{max(engine):.2f} (sar's 2 actions the least)")
+              f"{min(engine):.2f}-{max(engine):.2f}")
     if reached < 0.4:
         return (f"the round's exact arithmetic alone bounds it: {measured}. With both divisions "
                 "by a row's constant made multiplications by its reciprocal (an ulp off, the "
@@ -324,43 +322,48 @@ def learning_bound(learning: dict[str, float]) -> str:
             "third of what it costs here, relative to the rest)")
 
 
-def pair_bound(learning: dict[str, float]) -> str:
-    """Why SAR's Hedge round at 10^6 users stays under 0.4 of the floor: whether its
-    arithmetic at 2 actions written straight and its draws (``bench_learning``'s
-    ``pair_bound``, this run) do."""
-    if "pair_bound.ratio_to_floor" not in learning:
+#: SAR's targets and the bounds of their size (``bench_learning``): the round's draws and its
+#: arithmetic written straight, and the learner (``hedge``: the actions' uniforms; ``exp3``:
+#: those and the attack's).
+SAR_BOUNDS = {"hedge.sar.ratio_to_floor": ("small_pair_bound", "small_sar_draws", "hedge"),
+              "exp3.sar.ratio_to_floor": ("small_pair_bound", "small_sar_draws", "exp3"),
+              "million.hedge.sar.ratio_to_floor": ("pair_bound", "sar_draws", "hedge"),
+              "million.exp3.sar.ratio_to_floor": ("pair_bound", "sar_draws", "exp3")}
+
+
+def sar_bound(learning: dict[str, float], pair: str, drawn: str, learner: str) -> str:
+    """Why a SAR round stays under 0.4 of the floor: whether what it must do at its 2
+    actions, measured by itself in this run, takes more than 0.4 allows (2.5 floors): its
+    arithmetic written straight (``bench_learning``'s ``pair_bound``: the engine's numbers
+    bit for bit) and its draws from the per-block streams (Hedge: the actions' uniforms;
+    EXP3: ``sar_draws``, the attack's too)."""
+    if f"{pair}.arithmetic_s" not in learning or f"{drawn}.draws_s" not in learning:
         return "no bound measured"
-    reached = learning["pair_bound.ratio_to_floor"]
-    measured = ("the round written straight for 2 actions, one compiled pass a row with no "
-                "Python, no kept cost table and no hashes (the learner's units, losses, fdlibm "
-                "`exp` and normalising division, the analyst's sums and gains, the next action: "
-                "the engine's numbers bit for bit; bench_learning's `pair_bound`), takes "
-                f"{learning['pair_bound.arithmetic_s'] * 1e3:.1f} ms at "
-                f"{int(learning['pair_bound.agents']):,} users and the actions' uniforms from "
-                f"the per-block streams {learning['pair_bound.draws_s'] * 1e3:.1f} ms: "
-                f"{reached:.2f} of the floor (this run)")
-    if reached < 0.4:
-        return f"its exact arithmetic and its draws alone bound it: {measured}"
+    users = int(learning[f"{pair}.agents"])
+    arithmetic = learning[f"{pair}.{'arithmetic_s' if learner == 'hedge' else 'exp3_arithmetic_s'}"]
+    draws = (learning[f"{pair}.draws_s"] if learner == "hedge"
+             else learning[f"{drawn}.draws_s"])
+    floor = learning[f"{pair}.floor_s"]
+    what = ("the actions' uniforms" if learner == "hedge" else "each user's action, its place "
+            "among the participants and two uniforms for the colluders (the attack as it "
+            "happens)")
+    measured = (f"at {users:,} users the round's arithmetic written straight for its 2 actions"
+                " (one compiled pass a row, no Python, no kept table, no hashes: the learner's "
+                "update and weights, the analyst's sums and gains, the next action) takes "
+                f"{arithmetic * 1e3:.2f} ms, {arithmetic / floor:.1f} floors, and {what} from "
+                f"the per-block streams that keep every shard count's numbers the same "
+                f"{draws * 1e3:.2f} ms, {draws / floor:.1f} floors (this run): "
+                f"{floor / (arithmetic + draws):.2f} of the floor, where 0.4 leaves 2.5 floors "
+                "for the whole round")
+    if draws / floor > 2.5:
+        return f"its draws alone bound it: {measured}"
+    if floor / (arithmetic + draws) < 0.4:
+        return (f"its arithmetic and its draws bound it: {measured}. At 2 actions a row's "
+                "fixed work (its divisions, two `exp`, the analyst's four gains) outweighs its "
+                "cells, which is all the floor counts")
     return (f"not bounded on this machine: {measured}, above the target; the engine's generic "
             "passes (a learner's, the analyst's, the cost table's, the draw's and the hashes') "
-            "cost more than the arithmetic at 2 actions, where each row's work is a few "
-            "operations")
-
-
-def sar_draws(learning: dict[str, float]) -> str:
-    """Why SAR's EXP3 round at 10^6 users stays under 0.4 of the floor: whether its draws
-    alone (``bench_learning``'s ``sar_draws``, this run) take more than 0.4 allows."""
-    over = learning["sar_draws.draws_over_floor"]
-    measured = ("each user's action, its place among the participants and two uniforms for the "
-                "colluders (the attack as it happens), from the per-block streams that keep "
-                "every shard count's numbers the same, take "
-                f"{learning['sar_draws.draws_s'] * 1e3:.1f} ms a round at "
-                f"{int(learning['sar_draws.agents']):,} users, {over:.1f} floors (this run), "
-                "where 0.4 leaves 2.5 for the whole round")
-    if over > 2.5:
-        return f"its draws alone take more than 0.4 allows: {measured}"
-    return (f"not bounded on this machine: {measured}; the rest of the round (the learner's, "
-            "the analyst's and the cost table's passes at 2 actions) takes the remainder")
+            "cost more than the arithmetic at 2 actions")
 
 
 def mutation_section() -> list[str]:

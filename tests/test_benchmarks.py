@@ -129,18 +129,20 @@ def test_learning_benchmark(quick_benchmarks):
     assert all(_finite(*figures.values()) for figures in bound.values())
     for figures in report["hedge"].values():  # rounds where the analyst measured again
         assert 0.0 <= figures["iterate_moved"] <= 1.0
-    pair = report["pair_bound"]  # SAR Hedge's round written straight, with its draws
-    assert _finite(*pair.values())
-    assert pair["ratio_to_floor"] == pytest.approx(
-        pair["floor_s"] / (pair["arithmetic_s"] + pair["draws_s"]), rel=1e-12)
+    for name in ("pair_bound", "small_pair_bound"):  # SAR's rounds written straight
+        pair = report[name]
+        assert _finite(*pair.values()) and pair["exp3_arithmetic_s"] > 0
+        assert pair["ratio_to_floor"] == pytest.approx(
+            pair["floor_s"] / (pair["arithmetic_s"] + pair["draws_s"]), rel=1e-12)
     bayes = report["bayes_bound"]  # a pricing-bayes round's sums and learning, by themselves
     assert _finite(*bayes.values())
     assert bayes["round_s"] == pytest.approx(bayes["interim_adds_s"] + bayes["learning_s"],
                                              rel=1e-12)
-    draws = report["sar_draws"]  # SAR EXP3's draws a round, against its floor
-    assert _finite(*draws.values())
-    assert draws["draws_over_floor"] == pytest.approx(draws["draws_s"] / draws["floor_s"],
-                                                      rel=1e-12)
+    for name in ("sar_draws", "small_sar_draws"):  # SAR EXP3's draws, against its floor
+        draws = report[name]
+        assert _finite(*draws.values())
+        assert draws["draws_over_floor"] == pytest.approx(draws["draws_s"] / draws["floor_s"],
+                                                          rel=1e-12)
 
 
 def test_the_learning_bound_does_the_engines_arithmetic(monkeypatch):
@@ -183,14 +185,16 @@ def test_the_learning_bound_does_the_engines_arithmetic(monkeypatch):
                                            m - 1))
 
 
-def test_the_pair_bound_does_the_engines_arithmetic(monkeypatch):
-    """The bound's SAR Hedge round at 2 actions (bench_learning's ``pair_round``) gives the
-    engine's numbers bit for bit over two rounds: the learners' pass (``_learn_rows``), the
-    analyst's sums (``RegretSums``) and the draw (``_draw``), on the costs gathered here from
-    the table by each row's action."""
+@pytest.mark.parametrize("bandit", [False, True])
+def test_the_pair_bound_does_the_engines_arithmetic(monkeypatch, bandit):
+    """The bound's SAR round at 2 actions (bench_learning's ``pair_round``), Hedge's and
+    EXP3's, gives the engine's numbers bit for bit over two rounds: the learners' pass
+    (``_learn_rows``; EXP3: its units of the played cost and ``_importance_weighted``
+    first), the analyst's sums (``RegretSums``) and the draw (``_draw``), on the costs
+    gathered here from the table by each row's action."""
     import numpy as np
 
-    from privgames.agents.learners import _draw, _learn_rows
+    from privgames.agents.learners import _draw, _importance_weighted, _learn_rows
     from privgames.environments.learning_measures import RegretSums
 
     monkeypatch.syspath_prepend(str(BENCH))
@@ -200,22 +204,29 @@ def test_the_pair_bound_does_the_engines_arithmetic(monkeypatch):
     n, eta, rows = 64, 0.3, np.arange(64)
     table = np.array([[0.0, 0.7], [0.0, -0.4]])
     span = 0.5 + rng.random(n)
+    low, high = -0.6 - rng.random(n), 0.5 + rng.random(n)  # some costs clipped to the range
+    bounds = np.stack([low, high]) if bandit else np.zeros((2, 0))
     losses, drawn = 3.0 * rng.random((n, 2)), rng.dirichlet(np.ones(2), n)
     drawn[:5] = [1.0, 0.0]  # a zero weight is left out of the expected cost
     last = rng.integers(0, 2, n)
     every = np.ones(n, np.bool_)
     engine_losses, engine_last = losses.copy(), last.copy()
     weights, lowest = np.empty((n, 2)), np.zeros(n, np.int64)
-    sums = RegretSums(n, 2, True, span, np.zeros(n), np.ones(n))
+    sums = RegretSums(n, 2, not bandit, span, low, high)
     bench = (losses.copy(), drawn, np.empty((n, 2)), np.zeros((2, n, 2)), np.zeros((2, n)),
              np.zeros((2, n)), np.zeros((2, n)))
     for _ in range(2):
         uniform = rng.random(n)
         costs = table[engine_last]
-        _learn_rows(engine_losses, eta, weights, lowest, every, costs, span, True, True, True)
-        out = sums.add(costs, costs[rows, engine_last], drawn, every)
+        own = costs[rows, engine_last]
+        out = sums.add(costs, own, drawn, every)
+        if bandit:
+            _importance_weighted(engine_losses, engine_last,
+                                 np.clip((own - low) / (high - low), 0.0, 1.0), drawn, every)
+        _learn_rows(engine_losses, eta, weights, lowest, every,
+                    np.zeros((0, 0)) if bandit else costs, span, True, True, True)
         engine_last = _draw(weights, uniform, np.zeros(n, np.int64))
-        largest = bench_learning.pair_round(table, span, eta, *bench, uniform, last)
+        largest = bench_learning.pair_round(table, span, eta, *bench, uniform, last, bounds)
         assert np.array_equal(bench[0], engine_losses) and np.array_equal(bench[2], weights)
         assert np.array_equal(last, engine_last)
     _, _, _, grid, played, mixed, lows = bench
