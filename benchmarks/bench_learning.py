@@ -81,7 +81,24 @@ def population(game: str, learner: str, agents: int, reps: int) -> dict[str, flo
     model.close()
     median, base = statistics.median(rounds), statistics.median(floor)
     return {"round_s": median, "mean_round_s": statistics.fmean(rounds), "floor_s": base,
-            "ratio_to_floor": base / median, "iterate_moved": moved / reps}
+            "ratio_to_floor": base / median, "iterate_moved": moved / reps,
+            "cells": cells.size, "floor_ns_per_cell": base / cells.size * 1e9}
+
+
+def floor_parts(agents: int, m: int, reps: int) -> dict[str, float]:
+    """What the floor is made of on this machine, ns a cell of ``agents x m``: one ``exp``
+    pass and one ``multiply`` pass, interleaved (the floor is one of the first and ten of the
+    second). numpy's float64 ``exp`` is vectorized only with AVX-512, so the first differs
+    most between CPUs: with both, a round's ratio on one machine can be read on another."""
+    cells = np.random.default_rng(0).random((agents, m))
+    out = np.empty_like(cells)
+    exp, multiply = [], []
+    for _ in range(reps):
+        exp.append(timed(lambda: np.exp(cells, out=out)))
+        multiply.append(timed(lambda: np.multiply(out, cells, out=out)))
+    return {"agents": agents, "actions": m,
+            "exp_ns_per_cell": statistics.median(exp) / cells.size * 1e9,
+            "multiply_ns_per_cell": statistics.median(multiply) / cells.size * 1e9}
 
 
 def measure(agents: int, games: tuple[str, ...], reps: int,
@@ -401,6 +418,7 @@ def main() -> None:
                   "sar_draws": sar_draws(1000, 3), "pair_bound": pair_bound(1000, 3),
                   "small_sar_draws": sar_draws(1000, 3),
                   "small_pair_bound": pair_bound(1000, 3),
+                  "floor_parts": floor_parts(1000, 21, 3),
                   "bayes_bound": bayes_bound(1000, 3)}
     else:
         report = {"agents": 10_000, **measure(10_000, GAMES, 7),
@@ -410,6 +428,8 @@ def main() -> None:
                   "pair_bound": pair_bound(1_000_000, 9),
                   "small_sar_draws": sar_draws(10_000, 31),
                   "small_pair_bound": pair_bound(10_000, 31),
+                  "floor_parts": floor_parts(10_000, 21, 31),
+                  "million_floor_parts": floor_parts(1_000_000, 21, 9),
                   "bayes_bound": bayes_bound(10_000, 9)}
     print(json.dumps(report, indent=2))
 

@@ -57,6 +57,8 @@ def rows(before: dict, after: dict) -> list[str]:
                            + (f"{b['ratio_to_floor']:.3g} | {seconds(b)}" if b
                               else "not measured | –")
                            + f" | {a['ratio_to_floor']:.3g} | {seconds(a)} | "
+                           + (f"{a['floor_ns_per_cell']:.2g}" if "floor_ns_per_cell" in a
+                              else "–") + " | "
                            + ("–" if speedup is None else f"{speedup:.2g}x")
                            + f" | {target} | {'yes' if met else 'no'} |")
     return out
@@ -144,15 +146,31 @@ def bayes_bound(before: dict, after: dict) -> list[str]:
             f"interim sums' additions {bound['interim_adds_s'] * 1e3:.1f} ms (128 rows of 42 "
             "candidates a client, padded to 48, every row kept in L1) and the learners' and the "
             f"analyst's arithmetic over the rows that play {bound['learning_s'] * 1e3:.1f} ms. "
-            "The median EXP3 round is one where the iterate stayed; it is not bounded so. "
-            "Profiled at 10^4 clients on 2026-11-29 (7.9 ms a round, no floor between rounds), "
-            "its compiled passes take 5.9 ms: the learners' 2.9 (EXP3's estimates; ranking the "
-            "rows whose played action was their smallest estimate; weighing and drawing the "
-            "rows that played the round before), the analyst's sums 1.7, the draw of the other "
-            "rows 0.5, the costs of the rows that play 0.4 and the clients per type profile "
-            "0.2; the round's Python and its small numpy calls the other 2.0 ms, none above "
-            "0.2. Five runs of EXP3 interleaved with `98ef0b8`'s (2026-11-29, the final code) "
-            "gave 8.7-10.6x, 9.6x their median: at the target, not reliably over it.", ""]
+            "The median EXP3 round is one where the iterate stayed. Profiled at 10^4 clients on "
+            "2026-11-29 (7.6 ms a round, no floor between rounds), its compiled passes take "
+            "5.8 ms: the learners' 2.5 (EXP3's estimates, then the weights and the rank of the "
+            "rows that played, in place), the analyst's sums 1.8, the draw of every row 0.7, "
+            "the costs of the rows that play 0.4 and the clients per type profile 0.3; the "
+            "round's Python and its small numpy calls the other 1.8 ms. Five runs of EXP3 "
+            "interleaved with `98ef0b8`'s (2026-11-29, after the learners took their next "
+            "strategies in place) gave 9.8-11.4x, 10.4x their median: met by the median, in "
+            "four of the five.", ""]
+
+
+def floor_parts(after: dict) -> list[str]:
+    """What the floor is made of on the machine of the run (``bench_learning``'s
+    ``floor_parts``), so that a ratio can be read on another CPU."""
+    parts = [after[key] for key in ("floor_parts", "million_floor_parts") if key in after]
+    if not parts:
+        return []
+    said = "; ".join(f"at {p['agents']:,} x {p['actions']} cells, `exp` "
+                     f"{p['exp_ns_per_cell']:.2g} ns a cell and `multiply` "
+                     f"{p['multiply_ns_per_cell']:.2g}" for p in parts)
+    return ["The floor on this run's machine, a pass by itself (`bench_learning.py`'s "
+            f"`floor_parts`): {said}. The floor is one of the first and ten of the second; "
+            "numpy's float64 `exp` is vectorized only with AVX-512, so it is the part that "
+            "differs most between CPUs. A round's ns a cell is its ratio's inverse times the "
+            "floor's ns a cell (the column above), which compares across machines.", ""]
 
 
 def section(before: dict, after: dict, scale: list[dict] | None = None) -> list[str]:
@@ -166,9 +184,10 @@ def section(before: dict, after: dict, scale: list[dict] | None = None) -> list[
             "`python benchmarks/compare_learning.py BEFORE.json AFTER.json` from two runs of "
             "`bench_learning.py`.", "",
             "| agents | game | learner | before: round / floor | before: s a round (median; "
-            "mean) | after: round / floor | after: s a round (median; mean) | speed-up | target "
-            "| met |",
-            "|---|---|---|---|---|---|---|---|---|---|", *rows(before, after), "",
+            "mean) | after: round / floor | after: s a round (median; mean) | after: floor, ns "
+            "a cell | speed-up | target | met |",
+            "|---|---|---|---|---|---|---|---|---|---|---|", *rows(before, after), "",
+            *floor_parts(after),
             morning(after), "", *bayes_bound(before, after),
             *(["pricing, Hedge, at 10^6 agents (`bench_shards.py --one 1000000,SHARDS,6,2,"
                f"pricing`); before: the issue's figures (the driver of 2 shards then "

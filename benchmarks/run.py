@@ -298,7 +298,7 @@ def learning_bound(learning: dict[str, float]) -> str:
         return "no bound measured"
     engine = [learning[f"{learner}.{game}.ratio_to_floor"] for learner in ("hedge", "exp3")
               for game in ("bas", "ppsp", "pricing")]
-    parts = ", ".join(f"{name} {exact - learning[f'bound.{key}.ns_per_cell']:.1f}"
+    parts = ", ".join(f"{name} {max(exact - learning[f'bound.{key}.ns_per_cell'], 0.0):.1f}"
                       for key, name in EXACT_PARTS.items())
     million = learning.get("million_bound.exact.ratio_to_floor")
     reached = learning["bound.exact.ratio_to_floor"]
@@ -318,8 +318,8 @@ def learning_bound(learning: dict[str, float]) -> str:
                 f"{learning.get('bound.reciprocals.ratio_to_floor', math.nan):.2f}. {passes}")
     return (f"not bounded on this machine: {measured}, above the target, so what is missing is "
             f"the engine's. {passes}. The floor is not the same work on every CPU: on the "
-            "machine of 2026-11-28 the same bound reached 0.31 (numpy's `exp` there cost a "
-            "third of what it costs here, relative to the rest)")
+            "machine of 2026-11-28 the same bound reached 0.31; `floor_parts` (the raw "
+            "figures) say what one `exp` and one `multiply` pass cost on this run's")
 
 
 #: SAR's targets and the bounds of their size (``bench_learning``): the round's draws and its

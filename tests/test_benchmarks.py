@@ -123,6 +123,10 @@ def test_learning_benchmark(quick_benchmarks):
             assert figures["ratio_to_floor"] == pytest.approx(
                 figures["floor_s"] / figures["round_s"], rel=1e-12)
             assert _finite(figures["mean_round_s"]) and figures["mean_round_s"] > 0
+            assert figures["floor_ns_per_cell"] == pytest.approx(
+                figures["floor_s"] / figures["cells"] * 1e9, rel=1e-12)
+    parts = report["floor_parts"]  # what the floor is made of on this machine
+    assert parts["exp_ns_per_cell"] > 0 and parts["multiply_ns_per_cell"] > 0
     bound = report["bound"]  # the fused round's arithmetic, whole and less each exact part
     assert set(bound) == {"exact", "eq14_multiply", "units_multiply", "normalise_multiply",
                           "exp_multiply", "reciprocals"}
