@@ -160,20 +160,27 @@ class LearningConfig:
         "alpha_H": ("pricing-bayes",), "p_low": ("pricing-bayes",)})
 
     def footprint(self) -> Footprint:
-        """The shards' arrays (about eleven ``agents x grid`` float arrays, with the learners'
-        next weights and the kept cost table: 2.8 kB an agent measured at 10^6 pricing
-        clients in process, 2026-11-28; under incomplete information twice the rows and
-        actions and the analyst's type profiles, a byte each; in the sequential chain a row
-        per state): all of them in this process, the largest
-        shard's on Ray (the driver's beside them); with ``history``, the driver's ``rounds x
-        agents``. Work: a few ``agents x grid`` passes a round and a round's fixed Python
-        cost (:data:`ROUND_OPS` a shard); on Ray, two exchanges with the shards a round."""
+        """The shards' arrays: 72 bytes an agent-action (the learners' losses and strategies,
+        the analyst's sums in both units, the round's kept cost table; under incomplete
+        information twice the rows and actions, in the sequential chain a row per state) and
+        1.2 kB an agent (its 64 scale rounds' realized costs and release, taken at setup,
+        and its vectors; pricing-bayes' type profiles 0.3 kB more), so that it bounds the
+        process's peak over its memory before, and by at most three times
+        (``test_the_memory_guard_estimates_the_engines_peak``). The process's peak at 10^6
+        agents (2026-11-29, the interpreter and kernels included): pricing 1.78 GB at 21
+        actions and 1.39 GB at 5, SAR 0.76 GB, BAS 1.27 GB (3.1, 2.9, 2.8 and 1.75 GB before
+        the scale rounds were taken a part of the agents at a time). All of them in
+        this process, the largest shard's on Ray (the driver's beside them); with
+        ``history``, the driver's ``rounds x agents``. Work: a few ``agents x grid`` passes a
+        round and a round's fixed Python cost (:data:`ROUND_OPS` a shard); on Ray, two
+        exchanges with the shards a round."""
         shards = 1 if self.shards == "auto" else self.shards
         bayes = self.game == "pricing-bayes"
         held = -(-self.agents // shards) if self.backend == "ray" else self.agents
-        per_agent = self.grid_points * (4 if bayes else self.grid_points
-                                        if self.game == "bas-sequential" else 1)
-        arrays = (106.0 * per_agent + 600.0 + (300.0 if bayes else 0.0)) * held
+        actions = 2 if self.game == "sar" else self.grid_points
+        per_agent = actions * (4 if bayes else self.grid_points
+                               if self.game == "bas-sequential" else 1)
+        arrays = (72.0 * per_agent + 1200.0 + (300.0 if bayes else 0.0)) * held
         history = 8.0 * self.rounds * self.agents if self.history else 0.0
         passes = 9.0 if bayes else 3.0 if self.game == "bas-sequential" else 1.0
         work = ((30.0 * passes * self.agents * per_agent + ROUND_OPS * shards)

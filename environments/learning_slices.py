@@ -104,6 +104,9 @@ from privgames.mechanisms.pricing_bayes import BinaryGame
 TYPES, ACT, RELEASE, SCALES, START, COMMON, ROUND_TYPES = range(7)
 #: Rounds of realized costs at the grid's middle that set the bandit learners' ranges.
 SCALE_DRAWS = 64
+#: Blocks of agents whose scale rounds are taken at a time (64 rounds of 16,384 agents: 8 MB
+#: an array), where a game's realized costs draw or make several arrays a round.
+PART = 16
 #: :func:`_played_cells`' rows for "every row".
 _EVERY = np.zeros(0, dtype=np.bool_)
 
@@ -306,8 +309,11 @@ class GameSlice:
         """Each agent's cost span and realized range at the middle (as
         :meth:`~privgames.mechanisms.learning_games.GridGame.scales`)."""
         costs = self._costs(self.middle, totals)
-        finite = np.where(np.isfinite(costs), costs, np.nan)
-        lo, hi = np.nanmin(finite, axis=1), np.nanmax(finite, axis=1)
+        lo, hi = np.empty(self.rows), np.empty(self.rows)
+        for start in range(0, self.rows, PART * BLOCK):  # no copy of the whole table
+            rows = slice(start, start + PART * BLOCK)
+            finite = np.where(np.isfinite(costs[rows]), costs[rows], np.nan)
+            lo[rows], hi[rows] = np.nanmin(finite, axis=1), np.nanmax(finite, axis=1)
         return scales_from(lo, hi, self._realized(self.middle, self._scale_draws, totals,
                                                   self.scale_stream, self.common_scales,
                                                   SCALE_DRAWS))
@@ -592,7 +598,10 @@ class PricingSlice(GameSlice):
     def _draw(self, v: NDArray, stream: BlockStreams, rows: int | None) -> NDArray:
         """The release noise each client adds, ``N(0, sigma^2)`` (0 for an opt-out)."""
         inside = np.isfinite(v)
-        return np.where(inside, stream.normal(rows) * np.where(inside, v, 0), 0.0)
+        noise = stream.normal(rows)
+        noise *= np.where(inside, v, 0)
+        noise[..., ~inside] = 0.0
+        return noise
 
     def _release_partials(self, v: NDArray, noise: NDArray, partials: Partials) -> Partials:
         inside = np.isfinite(v)
@@ -654,22 +663,24 @@ class PricingSlice(GameSlice):
     def _realized(self, v: NDArray, noise: NDArray, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:
         """One realized cost per client from the release, as the class says (``noise``:
-        one round's ``(n,)`` or several rounds' ``(k, n)``)."""
+        one round's ``(n,)`` or several rounds' ``(k, n)``, taken a round at a time)."""
         kappa, L_F, c, S = GAME
         inside = np.isfinite(v)
         w_sum, w_noise, e_sum = (np.asarray(totals[k]) for k in ("w", "w_noise", "noise"))
+        out = np.empty(noise.shape)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             if self.mle:
                 error = np.where(w_sum > 0, w_noise / np.where(w_sum > 0, w_sum, 1.0), np.inf)
             else:
                 error = np.where(totals["outside"] == 0, e_sum / self.n, np.inf)
-            loss = np.vectorize(lambda e: release_loss(float(e), kappa, L_F))(error)
-            accuracy = (1.0 - self.alpha) * np.asarray(loss)[..., None]
+            loss = np.asarray(np.vectorize(lambda e: release_loss(float(e), kappa, L_F))(error))
             privacy = np.fmax(self.alpha * c * S / v, 0.0)
-            spread = noise - np.asarray(e_sum)[..., None] / self.n
-            penalty = np.where(inside, self.beta * spread**2,
-                               np.where(self.beta > 0, np.inf, 0.0))
-        return accuracy + privacy + penalty
+            outside = np.where(self.beta > 0, np.inf, 0.0)
+            mean = e_sum / self.n
+            for r in np.ndindex(loss.shape):
+                penalty = np.where(inside, self.beta * (noise[r] - mean[r]) ** 2, outside)
+                out[r] = (1.0 - self.alpha) * loss[r] + privacy + penalty
+        return out
 
     def _social(self, v: NDArray, totals: dict, own: NDArray) -> NDArray:
         """Eq (5)'s ``J_i`` with ``Delta`` from the totals (a client opting out pays only
@@ -763,12 +774,16 @@ class SARSlice(GameSlice):
 
     def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,
                   common: np.random.Generator, rows: int | None) -> NDArray:
-        """Each user's place among the participants and two uniforms, from its own stream."""
+        """Each user's place among the participants and two uniforms, from its own stream,
+        :data:`PART` blocks at a time (the scale rounds' draws are never whole)."""
         k = int(round(totals["count"]))
-        position = stream.integers(max(k, 1), rows)
-        u = stream.uniform(2 if rows is None else 2 * rows)
-        return self.game.realized_given(v, k, position,
-                                        u if rows is None else u.reshape(rows, 2, -1))
+        out = np.empty(v.shape if rows is None else (rows, v.size))
+        for users, part in stream.parts(PART):
+            position = part.integers(max(k, 1), rows)
+            u = part.uniform(2 if rows is None else 2 * rows)
+            out[..., users] = self.game.realized_given(
+                v[users], k, position, u if rows is None else u.reshape(rows, 2, -1))
+        return out
 
     def _distance_partials(self, mode: NDArray) -> Partials:
         """The users are alike: the participants' counts, now and in each reference."""

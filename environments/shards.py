@@ -31,7 +31,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,19 @@ class BlockStreams:
     def integers(self, high: int, rows: int | None = None) -> NDArray:
         """Uniform integers in ``[0, high)``."""
         return self._draw(lambda g, s: g.integers(0, high, s), rows)
+
+    def parts(self, blocks: int) -> Iterator[tuple[slice, BlockStreams]]:
+        """The streams ``blocks`` blocks at a time, with their agents' local slice: each
+        block keeps its own generator, so the parts' draws, in the whole's order within
+        each part, are the whole's numbers (several rounds' draws, made whole, would hold
+        gigabytes at 10^6 agents)."""
+        done = 0
+        for first in range(0, len(self.sizes), blocks):
+            part = object.__new__(BlockStreams)
+            part.sizes = self.sizes[first:first + blocks]
+            part.generators = self.generators[first:first + blocks]
+            yield slice(done, done + sum(part.sizes)), part
+            done += sum(part.sizes)
 
 
 def exclusive_scan(x: NDArray, start: int, block_totals: NDArray) -> NDArray:

@@ -206,13 +206,24 @@ def _largest_distance(a, b, width):
     return largest
 
 
+#: Agents whose realized samples' deviation :func:`scales_from` takes at a time.
+SAMPLED = 1 << 16
+
+
 def scales_from(lo: NDArray, hi: NDArray, samples: ArrayLike) -> tuple[NDArray, ...]:
     """``(span, low, high)`` from each agent's smallest and largest finite cost over the grid
     and its realized costs ``samples`` (rounds x agents, NaN where it did not play):
     :meth:`GridGame.scales`'s last step."""
+    samples = np.asarray(samples, dtype=float)
+    sd = np.empty(samples.shape[1:])
     with warnings.catch_warnings():  # a row that never played has no deviation: 0
         warnings.simplefilter("ignore", RuntimeWarning)
-        sd = np.nan_to_num(np.nanstd(samples, axis=0))
+        for start in range(0, sd.size, SAMPLED):  # a part at a time: nanstd copies them
+            part = samples[:, start:start + SAMPLED]
+            if part.shape[1] == 1:  # numpy sums a lone column pairwise, not round by round
+                part = np.repeat(part, 2, axis=1)  # as among others (a shard of one agent)
+            sd[start:start + SAMPLED] = np.nan_to_num(np.nanstd(part, axis=0))[:len(
+                sd[start:start + SAMPLED])]
     span = np.maximum(hi - lo, 1e-12 * np.maximum(np.abs(hi), 1e-300))
     return span, lo - 3.0 * sd, np.maximum(hi + 3.0 * sd, lo - 3.0 * sd + span)
 
@@ -575,7 +586,8 @@ def ppsp_realized(own: NDArray, c_max: float, weights: NDArray, args: tuple,
     (``z``: one standard normal per round, scalar or along a leading axis)."""
     zero = np.zeros_like(weights[:, 1])
     accuracy = ppsp.tradeoff_cost(c_max, np.inf, zero, weights[:, 1], zero, *args)
-    return own + accuracy * (np.asarray(z, float)[..., None] ** 2 - 1.0)
+    out = accuracy * (np.asarray(z, float)[..., None] ** 2 - 1.0)
+    return np.add(own, out, out=out)
 
 
 def release_loss(error: float, kappa: float, L_F: float) -> float:

@@ -579,3 +579,27 @@ def test_bayes_same_seed_same_play():
     b = LearningModel(config, seed=12).run()
     np.testing.assert_array_equal(a.history, b.history)
     assert a.results().equals(b.results())
+
+
+@pytest.mark.parametrize("game", ["sar", "pricing", "ppsp", "pricing-bayes"])
+def test_the_scale_rounds_taken_a_part_at_a_time_are_the_whole(game, monkeypatch):
+    """The learners' units come from 64 scale rounds of every agent, taken a part of the
+    agents at a time so that they are never whole at 10^6 agents (SAR's draws a run of
+    blocks at a time, the middle's cost range a part of the rows, the realized samples'
+    deviation a part of the agents): parts of one block and of 100 agents give the whole's
+    units and rows, to the bit."""
+    from privgames.environments import learning_slices
+    from privgames.mechanisms import learning_games
+
+    def run() -> tuple:
+        model = LearningModel(LearningConfig(game=game, learner="exp3", agents=3001, rounds=4),
+                              3).run()
+        return model.scales(), model.results()
+
+    (whole_scales, whole_rows) = run()
+    monkeypatch.setattr(learning_slices, "PART", 1)  # 3 parts of one block
+    monkeypatch.setattr(learning_games, "SAMPLED", 100)
+    (scales, rows) = run()
+    for a, b in zip(whole_scales, scales, strict=True):
+        assert np.array_equal(a, b)
+    assert whole_rows.equals(rows)

@@ -428,3 +428,32 @@ def test_the_compiled_sums_are_the_written_out_ones(full):
         assert got == pytest.approx(expected, rel=1e-12, abs=1e-12)
         for name in want:
             np.testing.assert_allclose(getattr(sums, name), want[name], rtol=1e-12, atol=1e-12)
+
+
+def test_an_agents_units_are_the_same_alone_or_among_others():
+    """The learners' units from the scale rounds (``scales_from``): an agent's are the same
+    bits whether its samples come alone (a shard or part of one agent), in a part of the
+    agents or with all of them, NaN rounds (rows that did not play) included; the deviation
+    is the rounds' population deviation written out."""
+    from privgames.mechanisms import learning_games
+    from privgames.mechanisms.learning_games import scales_from
+
+    rng = np.random.default_rng(12)
+    samples = 100.0 * rng.normal(size=(64, 9))
+    samples[rng.random(samples.shape) < 0.2] = np.nan
+    lo, hi = -rng.random(9), rng.random(9)
+    whole = scales_from(lo, hi, samples)
+    for j in range(9):
+        alone = scales_from(lo[j:j + 1], hi[j:j + 1], samples[:, j:j + 1])
+        assert all(a[0] == w[j] for a, w in zip(alone, whole, strict=True))
+    for part in (1, 2, 4):
+        learning_games.SAMPLED, saved = part, learning_games.SAMPLED
+        try:
+            parts = scales_from(lo, hi, samples)
+        finally:
+            learning_games.SAMPLED = saved
+        assert all(np.array_equal(a, w) for a, w in zip(parts, whole, strict=True))
+    seen = ~np.isnan(samples)
+    mean = np.nansum(samples, axis=0) / seen.sum(axis=0)
+    sd = np.sqrt(np.nansum((samples - mean) ** 2, axis=0) / seen.sum(axis=0))
+    np.testing.assert_allclose(whole[1], lo - 3.0 * sd, rtol=1e-12)
