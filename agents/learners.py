@@ -295,29 +295,6 @@ def _softmin(cumulative: NDArray, eta: float) -> NDArray:
     return p
 
 
-def _weights(learner: Hedge | EXP3, losses: NDArray) -> NDArray:
-    """The exponential-weights learners' strategies now, ``(n, m)``, and each row's action of
-    the smallest loss (``lowest``): taken from every row's ``losses`` on first use, then by
-    each pass that observes (:func:`_learn`), for the rows that observed."""
-    if learner.drawn_from is None:
-        learner.drawn_from = np.empty((learner.agents, learner.m))
-        learner.lowest = np.zeros(learner.agents, dtype=np.int64)
-        _learn_rows(losses, learner.eta, learner.drawn_from, learner.lowest,
-                    np.ones(learner.agents, dtype=np.bool_), _NONE, _NO_SPAN, False, True, True)
-    return learner.drawn_from
-
-
-def _learn(learner: Hedge | EXP3, losses: NDArray, active: NDArray,
-           costs: NDArray | None = None) -> None:
-    """The exponential-weights learners' update in one compiled pass over the rows that
-    observed (:func:`_learn_rows`): full-information ``costs`` (Hedge) added to the losses in
-    the learner's units, then each row's action of the smallest loss (:meth:`GridLearner.mode`)
-    and its next strategy, written over the one it drew from (a row that did not observe
-    keeps its losses, so its strategy: no pass over it)."""
-    _learn_rows(losses, learner.eta, _weights(learner, losses), learner.lowest, active,
-                _NONE if costs is None else costs, learner.span, True, True, True)
-
-
 #: fdlibm's ``exp`` (``e_exp.c``, Sun Microsystems 1993): ``x = k ln 2 + r`` with ln 2 in two
 #: parts, ``exp(r)`` from a degree-5 polynomial in ``r^2`` (a Remez fit), error below 1 ulp;
 #: ``2^k`` from a table (subnormals and 0 included). Written out in IEEE operations, so that
@@ -491,13 +468,56 @@ def _step(name: str, eta: float | None, default: float) -> float:
     return default if eta is None else check_real(name, eta, 0.0, low_open=True)
 
 
-class Hedge(GridLearner):
+class _ExponentialWeights(GridLearner):
+    """Hedge's and EXP3's common part: the strategy ``p ∝ pi exp(-eta L)`` of each agent's
+    per-action losses ``L`` (:attr:`losses`: Hedge's cumulative costs, EXP3's estimates),
+    kept with its last iterate and taken again in place for the agents that observe
+    (:meth:`_learn`)."""
+
+    mixed_start = True
+    losses: NDArray
+
+    def probabilities(self) -> NDArray:
+        return _softmin(self.losses, self.eta)
+
+    def _drawn_strategies(self, u: NDArray, out: NDArray) -> NDArray:
+        p = self._kept()
+        _draw(p, u, out)
+        return p
+
+    def strategy(self, i: int) -> NDArray:
+        return self._kept()[i].copy()
+
+    def mode(self) -> NDArray:
+        self._kept()  # the weights fall with the losses
+        return self.lowest.copy()
+
+    def _kept(self) -> NDArray:
+        """The strategies now, ``(n, m)``, and each row's action of the smallest loss
+        (``lowest``): taken from every row's losses on first use, then by each pass that
+        observes (:meth:`_learn`), for the rows that observed."""
+        if self.drawn_from is None:
+            self.drawn_from = np.empty((self.agents, self.m))
+            self.lowest = np.zeros(self.agents, dtype=np.int64)
+            _learn_rows(self.losses, self.eta, self.drawn_from, self.lowest,
+                        np.ones(self.agents, dtype=np.bool_), _NONE, _NO_SPAN, False, True, True)
+        return self.drawn_from
+
+    def _learn(self, active: NDArray, costs: NDArray | None = None) -> None:
+        """The update in one compiled pass over the rows that observed (:func:`_learn_rows`):
+        full-information ``costs`` (Hedge) added to the losses in the learner's units, then
+        each row's action of the smallest loss (:meth:`mode`) and its next strategy, written
+        over the one it drew from (a row that did not observe keeps its losses, so its
+        strategy: no pass over it)."""
+        _learn_rows(self.losses, self.eta, self._kept(), self.lowest, active,
+                    _NONE if costs is None else costs, self.span, True, True, True)
+
+
+class Hedge(_ExponentialWeights):
     """Multiplicative weights on the cumulative costs, ``p ∝ pi exp(-eta L)`` (``pi``: the
     prior, uniform or leaning to the agent's start), with the standard step ``eta = sqrt(8
     ln(1 / pi_min) / T)`` (``ln m`` from the uniform start) unless one is given (full
     information)."""
-
-    mixed_start = True
 
     def __init__(self, *args, eta: float | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -506,23 +526,12 @@ class Hedge(GridLearner):
                          math.sqrt(8.0 * max(self.log_prior, math.log(2)) / self.rounds))
         self.cumulative = offset / self.eta
 
-    def probabilities(self) -> NDArray:
-        return _softmin(self.cumulative, self.eta)
-
-    def _drawn_strategies(self, u: NDArray, out: NDArray) -> NDArray:
-        p = _weights(self, self.cumulative)
-        _draw(p, u, out)
-        return p
-
-    def strategy(self, i: int) -> NDArray:
-        return _weights(self, self.cumulative)[i].copy()
-
-    def mode(self) -> NDArray:
-        _weights(self, self.cumulative)  # the weights fall with the cumulative cost
-        return self.lowest.copy()
+    @property
+    def losses(self) -> NDArray:
+        return self.cumulative
 
     def _observe_full(self, costs: NDArray, active: NDArray) -> None:
-        _learn(self, self.cumulative, active, costs)
+        self._learn(active, costs)
 
 
     def regret_bound(self, T: int) -> float | None:
@@ -536,14 +545,12 @@ class Hedge(GridLearner):
         return self.log_prior / self.eta + self.eta * T / 8.0
 
 
-class EXP3(GridLearner):
+class EXP3(_ExponentialWeights):
     """Exponential weights on importance-weighted estimates (the played action's cost divided by
     its probability) from the prior ``pi`` (as :class:`Hedge`), ``eta = sqrt(2 ln(1 / pi_min)
     / (T m))`` unless one is given (bandit)."""
 
     feedback_kinds = ("bandit",)
-
-    mixed_start = True
 
     def __init__(self, *args, eta: float | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -552,25 +559,13 @@ class EXP3(GridLearner):
                                                / (self.rounds * self.m)))
         self.estimates = offset / self.eta
 
-    def probabilities(self) -> NDArray:
-        return _softmin(self.estimates, self.eta)
-
-    def _drawn_strategies(self, u: NDArray, out: NDArray) -> NDArray:
-        p = _weights(self, self.estimates)
-        _draw(p, u, out)
-        return p
-
-    def strategy(self, i: int) -> NDArray:
-        return _weights(self, self.estimates)[i].copy()
-
-    def mode(self) -> NDArray:
-        _weights(self, self.estimates)
-        return self.lowest.copy()
+    @property
+    def losses(self) -> NDArray:
+        return self.estimates
 
     def _update(self, costs: NDArray, active: NDArray) -> None:
-        _importance_weighted(self.estimates, self.last, costs,
-                             _weights(self, self.estimates), active)
-        _learn(self, self.estimates, active)
+        _importance_weighted(self.estimates, self.last, costs, self._kept(), active)
+        self._learn(active)
 
     def regret_bound(self, T: int) -> float | None:
         """``ln m / eta + eta m T / 2``: EXP3's expected-regret bound with a fixed step, at
