@@ -533,7 +533,6 @@ class Hedge(_ExponentialWeights):
     def _observe_full(self, costs: NDArray, active: NDArray) -> None:
         self._learn(active, costs)
 
-
     def regret_bound(self, T: int) -> float | None:
         """``ln m / eta + eta T / 8``: Hedge's bound with a fixed step, valid at every round
         ``T`` (Freund and Schapire 1997; Cesa-Bianchi and Lugosi, Theorem 2.2). With the

@@ -168,8 +168,8 @@ def floor_parts(after: dict) -> list[str]:
                      f"{p['multiply_ns_per_cell']:.2g}" for p in parts)
     return ["The floor on this run's machine, a pass by itself (`bench_learning.py`'s "
             f"`floor_parts`): {said}. The floor is one of the first and ten of the second; "
-            "numpy's float64 `exp` is vectorized only with AVX-512, so it is the part that "
-            "differs most between CPUs. A round's ns a cell is its ratio's inverse times the "
+            "numpy's float64 `exp` is vectorized only with AVX-512, so its share of the floor "
+            "depends on the CPU. A round's ns a cell is its ratio's inverse times the "
             "floor's ns a cell (the column above), which compares across machines.", ""]
 
 

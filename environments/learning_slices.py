@@ -75,6 +75,7 @@ from privgames.mechanisms.bas_sequential import (
 )
 from privgames.mechanisms.compiled import compiled
 from privgames.mechanisms.learning_games import (
+    SAMPLED,
     BayesRules,
     SARGame,
     _own_grid,
@@ -104,8 +105,8 @@ from privgames.mechanisms.pricing_bayes import BinaryGame
 TYPES, ACT, RELEASE, SCALES, START, COMMON, ROUND_TYPES = range(7)
 #: Rounds of realized costs at the grid's middle that set the bandit learners' ranges.
 SCALE_DRAWS = 64
-#: Blocks of agents whose scale rounds are taken at a time (64 rounds of 16,384 agents: 8 MB
-#: an array), where a game's realized costs draw or make several arrays a round.
+#: Blocks of agents whose realized costs are drawn at a time (the scale rounds': 64 rounds of
+#: 16,384 agents, 8 MB an array), where a game's draws make several arrays a round.
 PART = 16
 #: :func:`_played_cells`' rows for "every row".
 _EVERY = np.zeros(0, dtype=np.bool_)
@@ -310,8 +311,8 @@ class GameSlice:
         :meth:`~privgames.mechanisms.learning_games.GridGame.scales`)."""
         costs = self._costs(self.middle, totals)
         lo, hi = np.empty(self.rows), np.empty(self.rows)
-        for start in range(0, self.rows, PART * BLOCK):  # no copy of the whole table
-            rows = slice(start, start + PART * BLOCK)
+        for start in range(0, self.rows, SAMPLED):  # no copy of the whole table
+            rows = slice(start, start + SAMPLED)
             finite = np.where(np.isfinite(costs[rows]), costs[rows], np.nan)
             lo[rows], hi[rows] = np.nanmin(finite, axis=1), np.nanmax(finite, axis=1)
         return scales_from(lo, hi, self._realized(self.middle, self._scale_draws, totals,
@@ -676,10 +677,10 @@ class PricingSlice(GameSlice):
             loss = np.asarray(np.vectorize(lambda e: release_loss(float(e), kappa, L_F))(error))
             privacy = np.fmax(self.alpha * c * S / v, 0.0)
             outside = np.where(self.beta > 0, np.inf, 0.0)
-            mean = e_sum / self.n
+            mean, weight = e_sum / self.n, 1.0 - self.alpha
             for r in np.ndindex(loss.shape):
                 penalty = np.where(inside, self.beta * (noise[r] - mean[r]) ** 2, outside)
-                out[r] = (1.0 - self.alpha) * loss[r] + privacy + penalty
+                out[r] = weight * loss[r] + privacy + penalty
         return out
 
     def _social(self, v: NDArray, totals: dict, own: NDArray) -> NDArray:

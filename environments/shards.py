@@ -25,6 +25,7 @@ so the run's results equal an uninterrupted run's.
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 import shutil
@@ -112,7 +113,7 @@ class BlockStreams:
         gigabytes at 10^6 agents)."""
         done = 0
         for first in range(0, len(self.sizes), blocks):
-            part = object.__new__(BlockStreams)
+            part = copy.copy(self)  # the same generators, a run of them
             part.sizes = self.sizes[first:first + blocks]
             part.generators = self.generators[first:first + blocks]
             yield slice(done, done + sum(part.sizes)), part

@@ -219,11 +219,12 @@ def scales_from(lo: NDArray, hi: NDArray, samples: ArrayLike) -> tuple[NDArray, 
     with warnings.catch_warnings():  # a row that never played has no deviation: 0
         warnings.simplefilter("ignore", RuntimeWarning)
         for start in range(0, sd.size, SAMPLED):  # a part at a time: nanstd copies them
-            part = samples[:, start:start + SAMPLED]
-            if part.shape[1] == 1:  # numpy sums a lone column pairwise, not round by round
-                part = np.repeat(part, 2, axis=1)  # as among others (a shard of one agent)
-            sd[start:start + SAMPLED] = np.nan_to_num(np.nanstd(part, axis=0))[:len(
-                sd[start:start + SAMPLED])]
+            part = slice(start, start + SAMPLED)
+            columns = samples[:, part]
+            width = columns.shape[1]  # numpy sums a lone column pairwise, not round by round:
+            if width == 1:  # taken as among others (a shard of one agent)
+                columns = np.repeat(columns, 2, axis=1)
+            sd[part] = np.nan_to_num(np.nanstd(columns, axis=0))[:width]
     span = np.maximum(hi - lo, 1e-12 * np.maximum(np.abs(hi), 1e-300))
     return span, lo - 3.0 * sd, np.maximum(hi + 3.0 * sd, lo - 3.0 * sd + span)
 
