@@ -313,9 +313,10 @@ _EXP_FLOOR = -745.5
 _NONE, _NO_ROWS, _NO_SPAN = np.zeros((0, 0)), np.zeros(0, dtype=np.int64), np.zeros(0)
 
 
-@compiled
+@compiled(rows_of=0)
 def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: NDArray,
-                costs: NDArray, span: NDArray, add: bool, rank: bool, weigh: bool) -> None:
+                costs: NDArray, span: NDArray, add: bool, rank: bool, weigh: bool,
+                pair: tuple) -> None:
     """One pass over the ``rows``, a block at a time while it is in cache:
 
     * ``costs`` (full information, ``(n, m)``; empty: none) in the learner's units, each
@@ -329,6 +330,7 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
       (one chain per row would wait on each operation).
     """
     n, m = losses.shape
+    m = 2 if len(pair) == 2 else m  # a constant for two actions (compiled's rows_of)
     units = costs.shape[0] == n
     block = max(1, 4096 // m)
     x = np.empty(block * m)
@@ -441,11 +443,11 @@ def _row_argmin(x: NDArray) -> NDArray:
     return out
 
 
-@compiled
-def _draw(p: NDArray, u: NDArray, out: NDArray) -> NDArray:
+@compiled(rows_of=0)
+def _draw(p: NDArray, u: NDArray, out: NDArray, pair: tuple) -> NDArray:
     """Each row's action index drawn with its uniform ``u`` into ``out``: the number of
     actions whose cumulative probability is below it (the last action at most)."""
-    m = p.shape[1]
+    m = 2 if len(pair) == 2 else p.shape[1]
     for i in range(p.shape[0]):
         cumulative, k = 0.0, 0
         for j in range(m):  # the cumulative probability only grows: stop at the first above

@@ -26,8 +26,8 @@ from numpy.typing import NDArray
 from privgames.mechanisms.compiled import compiled
 
 
-@compiled
-def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lows):
+@compiled(rows_of=0)
+def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lows, pair):
     """One round into the sums (``grid (2, n, m)``, ``played``/``mixed (2, n)``: learner
     units first, then the game's, and ``lows (2, n)``: each row's smallest ``grid`` sum,
     taken again only for the rows that played); ``p`` empty for a learner that plays a point
@@ -36,6 +36,7 @@ def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lo
     cost of an agent on was capped into the learner's units or infinite, and the largest
     totals."""
     n, m = costs.shape
+    m = 2 if len(pair) == 2 else m  # a constant for two actions (compiled's rows_of)
     capped = False
     infinite = False
     best = np.full(4, -np.inf)
