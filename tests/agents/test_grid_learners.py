@@ -210,33 +210,34 @@ def test_full_information_learners_find_a_clearly_best_action(kind):
     assert np.all(learner.probabilities()[:, 2] > 0.9)
 
 
-def test_the_compiled_kernels_are_their_written_out_forms():
+@pytest.mark.parametrize("m", [9, 2])  # 2: compiled with the count a constant (rows_of)
+def test_the_compiled_kernels_are_their_written_out_forms(m):
     """Exponential weights, the draw from a mixed strategy, the full-information units and
     the rows' argmin, each against numpy on random rows (NaN and infinite costs among
     them)."""
     from privgames.agents.learners import _draw, _learn_rows, _map_full, _row_argmin, _softmin
 
     rng = np.random.default_rng(2)
-    cumulative = rng.normal(0.0, 5.0, (50, 9))
+    cumulative = rng.normal(0.0, 5.0, (50, m))
     w = np.exp(-0.3 * (cumulative - cumulative.min(axis=1, keepdims=True)))
     p = _softmin(cumulative, 0.3)
     np.testing.assert_allclose(p, w / w.sum(axis=1, keepdims=True), rtol=1e-13)
     u = rng.random(50)
-    want = np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), 8)
+    want = np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), m - 1)
     np.testing.assert_array_equal(_draw(p, u, np.empty(50, dtype=np.int64)), want)
-    costs = rng.normal(0.0, 1.0, (50, 9))
-    costs[3, 2], costs[5, 4] = np.nan, np.inf
+    costs = rng.normal(0.0, 1.0, (50, m))
+    costs[3, 1], costs[5, 0] = np.nan, np.inf
     span, active = rng.uniform(0.2, 1.0, 50), rng.random(50) > 0.3
     finite = np.where(np.isnan(costs), np.inf, costs)
     want = np.minimum((finite - finite.min(axis=1, keepdims=True)) / span[:, None], 1.0)
-    np.testing.assert_array_equal(_map_full(costs, span, active, np.full((50, 9), np.nan)),
+    np.testing.assert_array_equal(_map_full(costs, span, active, np.full((50, m), np.nan)),
                                   np.where(active[:, None], want, 0.0))
     # each row's argmin, as numpy's: the first of equal smallest, a NaN first of all
     ties = rng.integers(0, 3, (400, 9)).astype(float)
     ties[rng.random(ties.shape) < 0.05] = np.nan
     ties[rng.random(ties.shape) < 0.05] = np.inf
     ties[rng.random(ties.shape) < 0.02] = -np.inf
-    for columns in (9, 7, 2):  # whole lanes of four after the first, a remainder, none
+    for columns in (9, 7, m):  # whole lanes of four after the first, a remainder, none
         np.testing.assert_array_equal(_row_argmin(np.ascontiguousarray(ties[:, :columns])),
                                       np.argmin(ties[:, :columns], axis=1))
     # ... and where the learners take it, in the pass that also weighs (rows with a NaN, an

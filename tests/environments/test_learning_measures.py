@@ -405,13 +405,14 @@ def _written_out_round(sums, costs, own, p, on, full, span, low, high):
 
 
 @pytest.mark.parametrize("full", [True, False])
-def test_the_compiled_sums_are_the_written_out_ones(full):
+@pytest.mark.parametrize("m", [7, 2])  # 2: compiled with the count a constant (rows_of)
+def test_the_compiled_sums_are_the_written_out_ones(full, m):
     """Ten rounds of random costs (some infinite), strategies with zeros and agents that sit
     out: the compiled pass gives the written-out sums and maxima (sums to 1e-12)."""
     from privgames.environments.learning_measures import RegretSums
 
     rng = np.random.default_rng(4)
-    n, m = 40, 7
+    n = 40
     span, low = rng.uniform(0.5, 2.0, n), rng.uniform(-1.0, 0.0, n)
     high = low + rng.uniform(0.5, 3.0, n)
     sums = RegretSums(n, m, full, span, low, high)
