@@ -371,7 +371,11 @@ class GameSlice:
                                          c.step_size, start)
         self.sums = RegretSums(self.rows, self.grid.size, self.full, self.span, self.low,
                                self.high)
-        self.mode = self.learner.current()
+        if isinstance(self.learner, SPSA):
+            self.mode = self.learner.current()
+        else:
+            self.mode_index = self.learner.mode()
+            self.mode = self.grid[self.mode_index]
 
     def reference_names(self) -> list[str]:
         """The theory's profiles, the predicted one first."""
@@ -409,27 +413,31 @@ class GameSlice:
         sums = self.sums.add(costs, own, None if point else self.learner.drawn_from,
                              self.active)
         self.learner.observe(feedback, self.active)
-        self.mode_index = None if point else self.learner.mode()
-        mode = self.learner.current() if point else self.grid[self.mode_index]
-        changed = not np.array_equal(mode, self.mode)
-        self.mode = mode
+        if point:
+            mode = self.learner.current()
+            changed, self.mode = not np.array_equal(mode, self.mode), mode
+        else:  # the grid's actions are distinct: the same indices, the same actions
+            index = self.learner.mode()
+            changed = not np.array_equal(index, self.mode_index)
+            if changed:
+                self.mode_index, self.mode = index, self.grid[index]
         if changed or self._iterate is None:  # a function of the iterate alone: kept
             self._iterate = self.iterate_partials()
         partials = Partials(dict(self._iterate.sums), dict(self._iterate.maxima),
                             dict(self._iterate.gathered))
         partials.sums["social"] = self._social_sums(v, totals, own)
-        partials.sums["mode_hash"] = block_hashes(self._by_agent(mode))
         partials.maxima.update({**{k: float(x) for k, x in sums.items()},
                                 "changed": float(changed)})
         return partials
 
     def iterate_partials(self) -> Partials:
-        """The last iterate's aggregates (names ``mode_``-prefixed) and its distances'
-        partials: functions of the iterate alone (a round sends them again unchanged while
-        the iterate stays)."""
+        """The last iterate's aggregates (names ``mode_``-prefixed), its hash and its
+        distances' partials: functions of the iterate alone (a round sends them again
+        unchanged while the iterate stays)."""
         partials = self._profile_partials(self.mode, prefix="mode_")
         distance = self._distance_partials(self.mode)
         partials.sums.update(distance.sums)
+        partials.sums["mode_hash"] = block_hashes(self._by_agent(self.mode))
         partials.maxima.update(distance.maxima)
         return partials
 
@@ -757,6 +765,7 @@ class SARSlice(GameSlice):
     count of participants the reference (the first ``k`` users)."""
 
     SETUP = (("set_grid", "all"),)
+    KEEPS_TABLE = True
 
     def set_grid(self, totals: dict) -> Partials:
         self.game = SARGame(self.n, self.c.p, self.c.attacker)
@@ -769,8 +778,9 @@ class SARSlice(GameSlice):
         return Partials({f"{prefix}count": block_sums(v, self.start)})
 
     def _costs(self, v: NDArray, totals: dict, candidates: NDArray | None = None,
-               lowest: bool = False) -> NDArray:
-        costs = self.game.costs_given(v, totals["count"], candidates, self._grid_index(v))
+               lowest: bool = False, out: NDArray | None = None) -> NDArray:
+        costs = self.game.costs_given(v, totals["count"], candidates, self._grid_index(v),
+                                      out)
         return row_minima(costs) if lowest else costs
 
     def _realized(self, v: NDArray, draws: Any, totals: dict, stream: BlockStreams,

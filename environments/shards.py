@@ -97,7 +97,13 @@ class BlockStreams:
                                zip(self.generators, self.sizes, strict=True)], axis=-1)
 
     def uniform(self, rows: int | None = None) -> NDArray:
-        return self._draw(lambda g, s: g.random(s), rows)
+        if rows is not None:
+            return self._draw(lambda g, s: g.random(s), rows)
+        out, done = np.empty(sum(self.sizes)), 0  # one per agent: drawn in place (no joining)
+        for g, k in zip(self.generators, self.sizes, strict=True):
+            g.random(out=out[done:done + k])
+            done += k
+        return out
 
     def normal(self, rows: int | None = None, loc: float = 0.0, scale: float = 1.0) -> NDArray:
         return self._draw(lambda g, s: g.normal(loc, scale, s), rows)

@@ -489,18 +489,21 @@ class SARGame(GridGame):
         return self.costs_given(v, v.sum(), candidates)
 
     def costs_given(self, v: NDArray, count: float, candidates: ArrayLike | None = None,
-                    index: NDArray | None = None) -> NDArray:
+                    index: NDArray | None = None, out: NDArray | None = None) -> NDArray:
         """:meth:`costs` of the users ``v`` from the participants' ``count`` (a shard's);
         ``index``: ``v``'s grid indices where known, so that the exposure is taken once per
         grid action and gathered (the same numbers: a user's count is ``count`` or
-        ``count + 1``), and the grid's costs once per action: a user's row is its action's."""
+        ``count + 1``), and the grid's costs once per action: a user's row is its action's;
+        ``out``: the array the table is written into (``index`` is in range: numpy's
+        ``take`` writes straight into it with ``mode="clip"``, through a copy otherwise)."""
         cand = self.grid[None, :] if candidates is None else np.asarray(candidates, float)
         if index is not None:
             gain = self.exposure((count - self.grid) + 1.0) - self.tolerated
             if candidates is None:
-                return np.take(cand * gain[:, None], index, axis=0)
-            return cand * gain[index][:, None]
-        return cand * (self.exposure((count - v)[:, None] + 1.0) - self.tolerated)
+                return np.take(cand * gain[:, None], index, axis=0, out=out, mode="clip")
+            return np.multiply(cand, gain[index][:, None], out=out)
+        return np.multiply(cand, self.exposure((count - v)[:, None] + 1.0) - self.tolerated,
+                           out=out)
 
     def realized(self, values: NDArray, rng: np.random.Generator) -> NDArray:
         v = np.asarray(values, dtype=float)
