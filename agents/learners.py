@@ -316,7 +316,7 @@ _NONE, _NO_ROWS, _NO_SPAN = np.zeros((0, 0)), np.zeros(0, dtype=np.int64), np.ze
 @compiled(rows_of=0)
 def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: NDArray,
                 costs: NDArray, span: NDArray, add: bool, rank: bool, weigh: bool,
-                pair: tuple) -> None:
+                pair: tuple) -> bool:
     """One pass over the ``rows``, a block at a time while it is in cache:
 
     * ``costs`` (full information, ``(n, m)``; empty: none) in the learner's units, each
@@ -328,7 +328,10 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
       ``p``: the block's exponents into one buffer, fdlibm's ``exp`` over it in one
       vectorized loop, then each row normalised. A row's minimum and sum run in four lanes
       (one chain per row would wait on each operation).
+
+    Returns whether a rank in ``lowest`` changed.
     """
+    moved = False
     n, m = losses.shape
     m = 2 if len(pair) == 2 else m  # a constant for two actions (compiled's rows_of)
     units = costs.shape[0] == n
@@ -404,23 +407,26 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
                 count += m
             if not rank:
                 continue
+            before = lowest[i]
             if total == total:  # no NaN among the losses (it would make the sum NaN)
                 j = 0
                 while losses[i, j] != lows[i - start]:
                     j += 1
                 lowest[i] = j
-                continue
-            lowest[i] = 0
-            low = losses[i, 0]
-            if low == low:
-                for j in range(1, m):
-                    c = losses[i, j]
-                    if c != c:
-                        lowest[i] = j
-                        break
-                    if c < low:
-                        low = c
-                        lowest[i] = j
+            else:
+                lowest[i] = 0
+                low = losses[i, 0]
+                if low == low:
+                    for j in range(1, m):
+                        c = losses[i, j]
+                        if c != c:
+                            lowest[i] = j
+                            break
+                        if c < low:
+                            low = c
+                            lowest[i] = j
+            moved = moved or lowest[i] != before
+    return moved
 
 
 @compiled
@@ -478,6 +484,7 @@ class _ExponentialWeights(GridLearner):
 
     mixed_start = True
     losses: NDArray
+    _mode: NDArray | None = None  # the ranks as last handed out, while none has changed
 
     def probabilities(self) -> NDArray:
         return _softmin(self.losses, self.eta)
@@ -491,8 +498,14 @@ class _ExponentialWeights(GridLearner):
         return self._kept()[i].copy()
 
     def mode(self) -> NDArray:
+        """The ranks (:attr:`lowest`) as a read-only copy: the same one while no pass that
+        observes changes a rank (a reader tells an unmoved iterate by identity, at no
+        pass over the agents)."""
         self._kept()  # the weights fall with the losses
-        return self.lowest.copy()
+        if self._mode is None:
+            self._mode = self.lowest.copy()
+            self._mode.flags.writeable = False
+        return self._mode
 
     def _kept(self) -> NDArray:
         """The strategies now, ``(n, m)``, and each row's action of the smallest loss
@@ -511,8 +524,9 @@ class _ExponentialWeights(GridLearner):
         each row's action of the smallest loss (:meth:`mode`) and its next strategy, written
         over the one it drew from (a row that did not observe keeps its losses, so its
         strategy: no pass over it)."""
-        _learn_rows(self.losses, self.eta, self._kept(), self.lowest, active,
-                    _NONE if costs is None else costs, self.span, True, True, True)
+        if _learn_rows(self.losses, self.eta, self._kept(), self.lowest, active,
+                       _NONE if costs is None else costs, self.span, True, True, True):
+            self._mode = None
 
 
 class Hedge(_ExponentialWeights):

@@ -270,6 +270,34 @@ def test_the_last_iterate_is_the_first_smallest_loss_among_ties(kind):
 
 
 @pytest.mark.parametrize("kind", [Hedge, EXP3])
+def test_the_last_iterate_is_handed_out_again_until_a_rank_moves(kind):
+    """``mode()`` is a read-only copy of the ranks, the same object after rounds that keep
+    every agent's smallest loss (the reader tells an unmoved iterate at no pass), and a new
+    one with the new ranks after a round that moves a single agent's."""
+    n, m = 50, 4
+    learner = kind(np.arange(m, dtype=float), n, 20)
+    first = learner.mode()
+    assert not first.flags.writeable
+    for _ in range(3):  # costs 1 everywhere but on each agent's smallest loss: ranks stay
+        learner.act(np.random.default_rng(0))
+        costs = np.ones((n, m))
+        costs[np.arange(n), first] = 0.0
+        learner.observe(costs if kind is Hedge else costs[np.arange(n), learner.last])
+        assert learner.mode() is first
+    costs = np.zeros((n, m))
+    costs[7] = 1.0
+    costs[7, (first[7] + 1) % m] = 0.0  # one agent's costs move its smallest loss (EXP3:
+    rng = np.random.default_rng(1)  # once it has played its old one)
+    for _ in range(20):
+        learner.act(rng)
+        learner.observe(costs if kind is Hedge else costs[np.arange(n), learner.last])
+    moved = learner.mode()
+    losses = learner.cumulative if kind is Hedge else learner.estimates
+    assert moved is not first and moved[7] != first[7]
+    np.testing.assert_array_equal(moved, np.argmin(losses, axis=1))
+
+
+@pytest.mark.parametrize("kind", [Hedge, EXP3])
 def test_kept_strategies_of_rows_that_sat_out_are_the_fresh_ones(kind):
     """Only the rows that observed are weighed and ranked again, in place; after rounds where
     random rows sit out (and rounds observed twice before the next draw: partly both times,
