@@ -91,9 +91,11 @@ def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lo
                 for j in range(1 + 4 * ((m - 1) // 4), m):
                     g0 = grid[u, i, j]
                     l0 = g0 if g0 < l0 or g0 != g0 else l0
-                l0 = l1 if l1 < l0 or l1 != l1 else l0
-                l2 = l3 if l3 < l2 or l3 != l3 else l2
-                lows[u, i] = l2 if l2 < l0 or l2 != l2 else l0
+                if m >= 5:  # lanes 1-3 hold cells (else the first cell: l0 has it)
+                    l0 = l1 if l1 < l0 or l1 != l1 else l0
+                    l2 = l3 if l3 < l2 or l3 != l3 else l2
+                    l0 = l2 if l2 < l0 or l2 != l2 else l0
+                lows[u, i] = l0
             if mixed_strategy:
                 mixed[0, i] += expected
                 mixed[1, i] += expected_game
