@@ -418,8 +418,8 @@ class GameSlice:
             changed, self.mode = not np.array_equal(mode, self.mode), mode
         else:  # the grid's actions are distinct: the same indices, the same actions
             index = self.learner.mode()
-            changed = index is not self.mode_index and not np.array_equal(index,
-                                                                           self.mode_index)
+            changed = (index is not self.mode_index
+                       and not np.array_equal(index, self.mode_index))
             if changed:
                 self.mode_index, self.mode = index, self.grid[index]
         if changed or self._iterate is None:  # a function of the iterate alone: kept
