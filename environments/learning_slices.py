@@ -567,6 +567,7 @@ class PricingSlice(GameSlice):
         levels = np.geomspace(lo / 10.0, hi * 10.0, c.grid_points - self.mle)
         self.grid = _own_grid(c.grid, np.append(levels, np.inf) if self.mle else levels,
                               opt_out=self.mle)
+        self._grid_terms = self._terms_of(self.grid)
         if c.pricing:
             delta11 = pricing_delta(totals["parts11"], self.n, c.aggregation)
             self.beta = pricing.penalty_from(self.alpha, self.eq11, delta11, totals["W"],
@@ -574,6 +575,9 @@ class PricingSlice(GameSlice):
         name = "eq11" if c.pricing else "eq10"
         self.references = {name: snap_to(self.grid, self.eq11 if c.pricing else self.eq10,
                                          True)}
+        self._realized_terms = (self.alpha * GAME[2] * GAME[3],  # eq 5's privacy numerator,
+                                np.where(self.beta > 0, np.inf, 0.0),  # an opt-out's penalty
+                                1.0 - self.alpha)  # and its loss's weight: kept for the run
         return Partials()
 
     @classmethod
@@ -597,10 +601,24 @@ class PricingSlice(GameSlice):
     def _private(self, i: int) -> dict[str, float]:
         return {"alpha": float(self.alpha[i])}
 
+    def _terms_of(self, v: NDArray) -> tuple[NDArray, NDArray, NDArray]:
+        """Per value: its part of eq (3)'s aggregate, ``sigma^2`` and ``sigma^-2`` (both 0
+        for an opt-out)."""
+        inside = np.isfinite(v)
+        with np.errstate(divide="ignore", over="ignore"):
+            return (pricing.aggregate_parts(v, self.c.aggregation),
+                    np.where(inside, v * v, 0.0), np.where(inside, v**-2.0, 0.0))
+
+    def _term(self, v: NDArray, which: int) -> NDArray:
+        """:meth:`_terms_of`'s ``which`` of ``v``, gathered from the grid's where ``v`` are
+        the round's actions or the last iterate (the same numbers: no power per client)."""
+        index = self._grid_index(v)
+        return self._terms_of(v)[which] if index is None else self._grid_terms[which][index]
+
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
-        parts = pricing.aggregate_parts(v, self.c.aggregation)
+        parts = self._term(v, 0)
         finite = np.isfinite(parts)
-        sq = np.where(np.isfinite(v), v * v, 0.0)
+        sq = self._term(v, 1)
         return Partials({f"{prefix}parts": block_sums(np.where(finite, parts, 0.0), self.start),
                          f"{prefix}inf_parts": block_sums(~finite, self.start),
                          f"{prefix}sq": block_sums(sq, self.start)})
@@ -615,8 +633,7 @@ class PricingSlice(GameSlice):
 
     def _release_partials(self, v: NDArray, noise: NDArray, partials: Partials) -> Partials:
         inside = np.isfinite(v)
-        with np.errstate(divide="ignore"):
-            w = np.where(inside, v**-2.0, 0.0)
+        w = self._term(v, 2)
         partials.sums.update({"w_noise": block_sums(w * noise, self.start),
                               "w": block_sums(w, self.start),
                               "noise": block_sums(noise, self.start),
@@ -634,8 +651,7 @@ class PricingSlice(GameSlice):
         cand = self.grid[None, :] if candidates is None else candidates
         infinite = int(round(totals["inf_parts"]))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            sq = np.where(np.isfinite(v), v * v, 0.0)
-            others = np.fmax(self.beta * (totals["sq"] - sq) / self.n**2, 0.0)
+            others = np.fmax(self.beta * (totals["sq"] - self._term(v, 1)) / self.n**2, 0.0)
             action = self._levels(v)
             own_level = (candidates is not None and candidates.shape == (v.size, 1)
                          and action is not None and np.array_equal(candidates[:, 0], v))
@@ -674,7 +690,7 @@ class PricingSlice(GameSlice):
                   common: np.random.Generator, rows: int | None) -> NDArray:
         """One realized cost per client from the release, as the class says (``noise``:
         one round's ``(n,)`` or several rounds' ``(k, n)``, taken a round at a time)."""
-        kappa, L_F, c, S = GAME
+        kappa, L_F = GAME[:2]
         inside = np.isfinite(v)
         w_sum, w_noise, e_sum = (np.asarray(totals[k]) for k in ("w", "w_noise", "noise"))
         out = np.empty(noise.shape)
@@ -683,10 +699,11 @@ class PricingSlice(GameSlice):
                 error = np.where(w_sum > 0, w_noise / np.where(w_sum > 0, w_sum, 1.0), np.inf)
             else:
                 error = np.where(totals["outside"] == 0, e_sum / self.n, np.inf)
-            loss = np.asarray(np.vectorize(lambda e: release_loss(float(e), kappa, L_F))(error))
-            privacy = np.fmax(self.alpha * c * S / v, 0.0)
-            outside = np.where(self.beta > 0, np.inf, 0.0)
-            mean, weight = e_sum / self.n, 1.0 - self.alpha
+            loss = np.reshape([release_loss(float(e), kappa, L_F) for e in np.ravel(error)],
+                              np.shape(error))
+            numerator, outside, weight = self._realized_terms
+            privacy = np.fmax(numerator / v, 0.0)
+            mean = e_sum / self.n
             for r in np.ndindex(loss.shape):
                 penalty = np.where(inside, self.beta * (noise[r] - mean[r]) ** 2, outside)
                 out[r] = weight * loss[r] + privacy + penalty
