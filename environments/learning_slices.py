@@ -601,24 +601,24 @@ class PricingSlice(GameSlice):
     def _private(self, i: int) -> dict[str, float]:
         return {"alpha": float(self.alpha[i])}
 
-    def _terms_of(self, v: NDArray) -> tuple[NDArray, NDArray, NDArray]:
-        """Per value: its part of eq (3)'s aggregate, ``sigma^2`` and ``sigma^-2`` (both 0
-        for an opt-out)."""
+    def _terms_of(self, v: NDArray) -> dict[str, NDArray]:
+        """Per value: its ``part`` of eq (3)'s aggregate, ``sq`` (``sigma^2``) and ``w``
+        (``sigma^-2``), the last two 0 for an opt-out."""
         inside = np.isfinite(v)
         with np.errstate(divide="ignore", over="ignore"):
-            return (pricing.aggregate_parts(v, self.c.aggregation),
-                    np.where(inside, v * v, 0.0), np.where(inside, v**-2.0, 0.0))
+            return {"part": pricing.aggregate_parts(v, self.c.aggregation),
+                    "sq": np.where(inside, v * v, 0.0), "w": np.where(inside, v**-2.0, 0.0)}
 
-    def _term(self, v: NDArray, which: int) -> NDArray:
-        """:meth:`_terms_of`'s ``which`` of ``v``, gathered from the grid's where ``v`` are
+    def _term(self, v: NDArray, name: str) -> NDArray:
+        """:meth:`_terms_of`'s ``name`` of ``v``, gathered from the grid's where ``v`` are
         the round's actions or the last iterate (the same numbers: no power per client)."""
         index = self._grid_index(v)
-        return self._terms_of(v)[which] if index is None else self._grid_terms[which][index]
+        return self._terms_of(v)[name] if index is None else self._grid_terms[name][index]
 
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
-        parts = self._term(v, 0)
+        parts = self._term(v, "part")
         finite = np.isfinite(parts)
-        sq = self._term(v, 1)
+        sq = self._term(v, "sq")
         return Partials({f"{prefix}parts": block_sums(np.where(finite, parts, 0.0), self.start),
                          f"{prefix}inf_parts": block_sums(~finite, self.start),
                          f"{prefix}sq": block_sums(sq, self.start)})
@@ -633,7 +633,7 @@ class PricingSlice(GameSlice):
 
     def _release_partials(self, v: NDArray, noise: NDArray, partials: Partials) -> Partials:
         inside = np.isfinite(v)
-        w = self._term(v, 2)
+        w = self._term(v, "w")
         partials.sums.update({"w_noise": block_sums(w * noise, self.start),
                               "w": block_sums(w, self.start),
                               "noise": block_sums(noise, self.start),
@@ -651,7 +651,7 @@ class PricingSlice(GameSlice):
         cand = self.grid[None, :] if candidates is None else candidates
         infinite = int(round(totals["inf_parts"]))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            others = np.fmax(self.beta * (totals["sq"] - self._term(v, 1)) / self.n**2, 0.0)
+            others = np.fmax(self.beta * (totals["sq"] - self._term(v, "sq")) / self.n**2, 0.0)
             action = self._levels(v)
             own_level = (candidates is not None and candidates.shape == (v.size, 1)
                          and action is not None and np.array_equal(candidates[:, 0], v))
