@@ -567,7 +567,7 @@ class PricingSlice(GameSlice):
         levels = np.geomspace(lo / 10.0, hi * 10.0, c.grid_points - self.mle)
         self.grid = _own_grid(c.grid, np.append(levels, np.inf) if self.mle else levels,
                               opt_out=self.mle)
-        self._grid_terms = self._terms_of(self.grid)
+        self._grid_terms = {name: self._term(self.grid, name) for name in ("part", "sq", "w")}
         if c.pricing:
             delta11 = pricing_delta(totals["parts11"], self.n, c.aggregation)
             self.beta = pricing.penalty_from(self.alpha, self.eq11, delta11, totals["W"],
@@ -601,19 +601,18 @@ class PricingSlice(GameSlice):
     def _private(self, i: int) -> dict[str, float]:
         return {"alpha": float(self.alpha[i])}
 
-    def _terms_of(self, v: NDArray) -> dict[str, NDArray]:
-        """Per value: its ``part`` of eq (3)'s aggregate, ``sq`` (``sigma^2``) and ``w``
-        (``sigma^-2``), the last two 0 for an opt-out."""
-        inside = np.isfinite(v)
-        with np.errstate(divide="ignore", over="ignore"):
-            return {"part": pricing.aggregate_parts(v, self.c.aggregation),
-                    "sq": np.where(inside, v * v, 0.0), "w": np.where(inside, v**-2.0, 0.0)}
-
     def _term(self, v: NDArray, name: str) -> NDArray:
-        """:meth:`_terms_of`'s ``name`` of ``v``, gathered from the grid's where ``v`` are
-        the round's actions or the last iterate (the same numbers: no power per client)."""
+        """Per value of ``v``: its ``part`` of eq (3)'s aggregate, ``sq`` (``sigma^2``) or
+        ``w`` (``sigma^-2``), the last two 0 for an opt-out; gathered from the grid's where
+        ``v`` are the round's actions or the last iterate (the same numbers: no power per
+        client)."""
         index = self._grid_index(v)
-        return self._terms_of(v)[name] if index is None else self._grid_terms[name][index]
+        if index is not None:
+            return self._grid_terms[name][index]
+        if name == "part":
+            return pricing.aggregate_parts(v, self.c.aggregation)
+        with np.errstate(divide="ignore", over="ignore"):
+            return np.where(np.isfinite(v), v * v if name == "sq" else v**-2.0, 0.0)
 
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
         parts = self._term(v, "part")
