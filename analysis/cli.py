@@ -317,7 +317,9 @@ def _stop_signals() -> Iterator[None]:
 
 
 def _stopped(args: argparse.Namespace | None, err: KeyboardInterrupt) -> int:
-    """One line saying what a stopped run kept and how to resume it; the exit status."""
+    """One line saying what a stopped run kept and how to resume it; the exit status. What the
+    stop left half-built is let go first, quietly (:func:`_let_go`)."""
+    _let_go(err)
     terminated = isinstance(err, Terminated) or _TERMINATED[0]
     how = "terminated" if terminated else "interrupted"
     command = getattr(args, "command", None)
@@ -334,6 +336,27 @@ def _stopped(args: argparse.Namespace | None, err: KeyboardInterrupt) -> int:
         said = "nothing was being written"
     print(f"\nprivgames: {how}: {said}", file=sys.stderr)
     return 143 if terminated else 130
+
+
+def _let_go(err: BaseException) -> None:
+    """Free what the frames of a stop's traceback hold, with finalizers' errors not said: an
+    object whose constructor the signal interrupted can fail in its finalizer (llvmlite's
+    ``PipelineTuningOptions``, stopped while numba compiled, printed "Exception ignored ...
+    AttributeError" after the stop's line in a clean-clone CI). That error is the stop's doing,
+    not the user's; freed here, before the line, it is not printed after it."""
+    import gc
+    import traceback
+
+    hook, sys.unraisablehook = sys.unraisablehook, lambda unraisable: None
+    try:
+        seen: set[int] = set()
+        while err is not None and id(err) not in seen:
+            seen.add(id(err))
+            traceback.clear_frames(err.__traceback__)  # a frame still running is kept
+            err = err.__context__
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from privgames.analysis.cli import Terminated, _stop_signals
+from privgames.analysis.cli import Terminated, _stop_signals, _stopped
 
 SWEEP = ["run", "bas-mse-vs-K", "--replications", "8000"]
 SHARDED = ["run", "learning-dynamics", "--set", "game=pricing", "--set", "agents=200000",
@@ -125,6 +125,39 @@ def test_a_stop_dropped_inside_a_callback_from_c_is_delivered_again(sig, raised,
     finally:
         signal.signal(signal.SIGINT, previous)
     assert "ignored" not in capfd.readouterr().err
+
+
+class _HalfBuilt:
+    """Like llvmlite's ``PipelineTuningOptions`` stopped in its constructor: its finalizer
+    fails on the attribute the constructor never set."""
+
+    freed: list[bool] = []
+
+    def __init__(self) -> None:
+        signal.raise_signal(signal.SIGTERM)
+        self.handle = 1
+
+    def __del__(self) -> None:
+        _HalfBuilt.freed.append(True)
+        del self.handle
+
+
+def test_what_a_stop_left_half_built_is_let_go_quietly_before_the_line(monkeypatch, capfd):
+    """A clean-clone CI's SIGTERM came while numba compiled: a half-built object's finalizer
+    failed when the stop's traceback was let go, and its "Exception ignored" traceback was
+    printed after the stop's line. It is let go before the line, and its error not said."""
+    said: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", said.append)
+    _HalfBuilt.freed.clear()
+    with _stop_signals():
+        try:
+            _HalfBuilt()
+        except KeyboardInterrupt as err:
+            status = _stopped(None, err)
+            assert _HalfBuilt.freed == [True]  # freed before the line was said
+    assert status == 143 and said == []
+    err = capfd.readouterr().err
+    assert err.strip().startswith("privgames: terminated: ") and "ignored" not in err
 
 
 @pytest.mark.ray
