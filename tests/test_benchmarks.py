@@ -229,7 +229,8 @@ def test_the_pair_bound_does_the_engines_arithmetic(monkeypatch, bandit):
                                  np.clip((own - low) / (high - low), 0.0, 1.0), drawn, every)
         _learn_rows(engine_losses, eta, weights, lowest, every,
                     np.zeros((0, 0)) if bandit else costs, span, True, True, True)
-        engine_last = _draw(weights, uniform, np.zeros(n, np.int64))
+        engine_last = _draw(weights, uniform, np.zeros(n, np.int64), np.arange(2.0),
+                            np.empty(n))
         largest = bench_learning.pair_round(table, span, eta, *bench, uniform, last, bounds)
         assert np.array_equal(bench[0], engine_losses) and np.array_equal(bench[2], weights)
         assert np.array_equal(last, engine_last)

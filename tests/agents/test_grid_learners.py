@@ -224,7 +224,9 @@ def test_the_compiled_kernels_are_their_written_out_forms(m):
     np.testing.assert_allclose(p, w / w.sum(axis=1, keepdims=True), rtol=1e-13)
     u = rng.random(50)
     want = np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), m - 1)
-    np.testing.assert_array_equal(_draw(p, u, np.empty(50, dtype=np.int64)), want)
+    grid, values = np.linspace(0.5, 3.0, m), np.empty(50)
+    np.testing.assert_array_equal(_draw(p, u, np.empty(50, dtype=np.int64), grid, values), want)
+    np.testing.assert_array_equal(values, grid[want])  # each row's value, in the same pass
     costs = rng.normal(0.0, 1.0, (50, m))
     costs[3, 1], costs[5, 0] = np.nan, np.inf
     span, active = rng.uniform(0.2, 1.0, 50), rng.random(50) > 0.3
