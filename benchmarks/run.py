@@ -364,10 +364,11 @@ def sar_bound(learning: dict[str, float], pair: str, drawn: str, learner: str) -
     return (f"not bounded on this machine: {measured}, above the target. The engine's "
             "compiled passes, compiled with the 2 actions a constant, take a few ms more than "
             "the straight round (profiled on 2026-11-29 at 10^6 users: the learner's 13 ms and "
-            "the analyst's 16 with the draw's 2, against 27-29); the rest are its passes over "
-            "the agents that the straight round does not make (the round's cost table, the "
-            "played costs, the action values and the aggregates' block sums: about 7 ms) and "
-            "its Python")
+            "the analyst's 15 with the draw's 2.5, against 27-29; one pass doing a row's "
+            "analyst and learner work, the row's units taken once, measured no faster: 32.0 "
+            "against 31.1 ms); the rest are its passes over the agents that the straight "
+            "round does not make (the round's cost table, the played costs and the "
+            "aggregates' block sums: about 4 ms) and its Python")
 
 
 def mutation_section() -> list[str]:
