@@ -299,7 +299,9 @@ def _softmin(cumulative: NDArray, eta: float) -> NDArray:
 
 #: fdlibm's ``exp`` (``e_exp.c``, Sun Microsystems 1993): ``x = k ln 2 + r`` with ln 2 in two
 #: parts, ``exp(r)`` from a degree-5 polynomial in ``r^2`` (a Remez fit), error below 1 ulp;
-#: ``2^k`` from a table (subnormals and 0 included). Written out in IEEE operations, so that
+#: ``2^k`` (``k <= 0``) built from its bits: the biased exponent ``k + 1023`` where it is
+#: normal, the one bit ``k + 1074`` where it is subnormal, 0 below (no table to gather from:
+#: the loop vectorizes). Written out in IEEE operations, so that
 #: the compiler vectorizes it (libm's ``exp`` is a call per element: 5 ns, against 1 ns
 #: here) and its bits are the same on every CPU (glibc chooses its ``exp`` by the CPU's FMA;
 #: numpy's is another code with AVX-512).
@@ -308,7 +310,6 @@ _LN2_HI, _LN2_LO, _INV_LN2 = 6.93147180369123816490e-01, 1.90821492927058770002e
 _P1, _P2, _P3, _P4, _P5 = (1.66666666666666019037e-01, -2.77777777770155933842e-03,
                            6.61375632143793436117e-05, -1.65339022054652515390e-06,
                            4.13813679705723846039e-08)
-_TWO_TO = 2.0 ** np.arange(-1077.0, 1.0)  # 2^k for k = -1077 .. 0
 #: The smallest exponent taken (``exp`` of anything below is 0 in float64).
 _EXP_FLOOR = -745.5
 #: :func:`_learn_rows`' arguments for a part it does not take (no costs, no ranks).
@@ -331,19 +332,51 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
       vectorized loop, then each row normalised. A row's minimum and sum run in four lanes
       (one chain per row would wait on each operation).
 
+    With two actions (``pair``) a block's rows are read as flat runs and each step is written
+    without a branch (a row not taken is computed and not kept), so that LLVM vectorizes
+    across rows: the same operations in the same order, the same bits (NaN's sign aside,
+    which IEEE leaves open), pinned against the loops for any ``m`` in the tests.
+
     Returns whether a rank in ``lowest`` changed.
     """
     moved = False
     n, m = losses.shape
-    m = 2 if len(pair) == 2 else m  # a constant for two actions (compiled's rows_of)
+    two = len(pair) == 2  # a constant (compiled's rows_of)
+    m = 2 if two else m
     units = costs.shape[0] == n
     block = max(1, 4096 // m)
     x = np.empty(block * m)
     lows = np.empty(block)  # each row's smallest loss
+    flat_losses, flat_costs, flat_p = losses.reshape(-1), costs.reshape(-1), p.reshape(-1)
+    shifted = 0  # the rows of the two-action path whose rank changed
     for start in range(0, n, block):
         stop = min(n, start + block)
         count = 0
-        for i in range(start, stop):
+        # views from the block's start: indices from 0 that LLVM can bound
+        on, lv = rows[start:stop], flat_losses[2 * start:2 * stop]
+        cv, sv = flat_costs[2 * start:2 * stop], span[start:stop]
+        for r in range(stop - start if two else 0):
+            l0, l1 = lv[2 * r], lv[2 * r + 1]
+            if units:
+                c0, c1 = cv[2 * r], cv[2 * r + 1]
+                low = np.inf
+                low = c0 if c0 < low else low
+                low = c1 if c1 < low else low
+                low = min(min(low, np.inf), min(np.inf, np.inf))
+                u0 = ((np.inf if c0 != c0 else c0) - low) / sv[r]
+                u1 = ((np.inf if c1 != c1 else c1) - low) / sv[r]
+                u0, u1 = 1.0 if u0 > 1.0 else u0, 1.0 if u1 > 1.0 else u1
+                if add:
+                    l0, l1 = (l0 + u0, l1 + u1) if on[r] else (l0, l1)
+                else:
+                    l0, l1 = (u0, u1) if on[r] else (0.0, 0.0)
+                lv[2 * r], lv[2 * r + 1] = l0, l1
+            if weigh:
+                low = lows[r] = min(min(min(l0, l1), l0), min(l0, l0))
+                x[2 * r] = max(-eta * (l0 - low), _EXP_FLOOR)
+                x[2 * r + 1] = max(-eta * (l1 - low), _EXP_FLOOR)
+                count += 2
+        for i in range(0 if two else start, 0 if two else stop):
             if not rows[i]:
                 if units and not add:
                     for j in range(m):
@@ -388,11 +421,27 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
                 r = hi - lo
                 t = r * r
                 c = r - t * (_P1 + t * (_P2 + t * (_P3 + t * (_P4 + t * _P5))))
-                x[q] = (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * _TWO_TO[int(k) + 1077]
+                e = np.int64(k) if k == k else np.int64(0)  # NaN's row: NaN in any case
+                bits = ((e + 1023) << 52 if e >= -1022 else
+                        np.int64(1) << (e + 1074) if e >= -1074 else np.int64(0))
+                x[q] = (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * np.int64(bits).view(np.float64)
         if not (rank or weigh):
             continue
+        pv, rv = flat_p[2 * start:2 * stop], lowest[start:stop]
+        for r in range(stop - start if two else 0):
+            l0, l1 = lv[2 * r], lv[2 * r + 1]
+            if rank:  # numpy's argmin: a NaN first, else the first smallest
+                k = 0 if l0 != l0 else 1 if (l1 != l1 or l1 < l0) else 0
+                before = rv[r]
+                rv[r] = k if on[r] else before
+                shifted |= on[r] & (k != before)
+            if weigh:
+                x0, x1 = x[2 * r], x[2 * r + 1]
+                total = x0 + x1  # the lanes' sum: their zeros add nothing to an exp, never -0.0
+                q0, q1 = pv[2 * r], pv[2 * r + 1]
+                pv[2 * r], pv[2 * r + 1] = (x0 / total, x1 / total) if on[r] else (q0, q1)
         count = 0
-        for i in range(start, stop):
+        for i in range(0 if two else start, 0 if two else stop):
             if not rows[i]:
                 continue
             total = np.nan
@@ -428,7 +477,7 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
                             low = c
                             lowest[i] = j
             moved = moved or lowest[i] != before
-    return moved
+    return moved or shifted != 0
 
 
 @compiled

@@ -26,8 +26,8 @@ from numpy.typing import NDArray
 from privgames.mechanisms.compiled import compiled
 
 
-@compiled(rows_of=0)
-def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lows, pair):
+@compiled
+def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lows):
     """One round into the sums (``grid (2, n, m)``, ``played``/``mixed (2, n)``: learner
     units first, then the game's, and ``lows (2, n)``: each row's smallest ``grid`` sum,
     taken again only for the rows that played); ``p`` empty for a learner that plays a point
@@ -36,7 +36,6 @@ def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lo
     cost of an agent on was capped into the learner's units or infinite, and the largest
     totals."""
     n, m = costs.shape
-    m = 2 if len(pair) == 2 else m  # a constant for two actions (compiled's rows_of)
     capped = False
     infinite = False
     best = np.full(4, -np.inf)
@@ -115,6 +114,101 @@ def _add_round(costs, own, p, on, full, span, low, high, grid, played, mixed, lo
     return capped, infinite, best[0], best[1], best[2], best[3]
 
 
+#: A float's bits made an integer that orders as the float does (NaN aside): its magnitude
+#: bits flipped where the sign is set. Integer maxima vectorize; a float's need NaN ruled out.
+_MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
+_INF_BITS = np.int64(0x7FF0000000000000)
+
+
+@compiled
+def _add_pairs(costs, own, p, on, full, span, low, high, grid0, grid1, played0, played1, mixed0,
+               mixed1, lows0, lows1):
+    """:func:`_add_round` where the rows have two actions, in two passes over each block of
+    rows written without a branch (a row that did not play adds -0.0, which leaves every
+    float as it is), so that LLVM vectorizes across rows: the sums, then each row's
+    smallest sums and gains, their largest kept as integers that order as the floats do
+    (a NaN gain is looked for apart: the last wins, as in :func:`_add_round`). The same
+    operations in the same order: the same numbers, pinned in the tests."""
+    n = costs.shape[0]
+    mixed_strategy = p.shape[0] == n
+    flat_costs, flat_p = costs.reshape(-1), p.reshape(-1)
+    flat_grid0, flat_grid1 = grid0.reshape(-1), grid1.reshape(-1)
+    capped = infinite = nan = 0
+    t0 = t1 = t2 = t3 = -_INF_BITS - 1  # the largest gains' keys (-inf's): regret, cce, ..._game
+    block = 2048
+    for start in range(0, n, block):
+        size = min(n, start + block) - start
+        # views from the block's start: indices from 0 that LLVM can bound
+        c, q = flat_costs[2 * start:2 * (start + size)], flat_p[2 * start:2 * (start + size)]
+        g0 = flat_grid0[2 * start:2 * (start + size)]
+        g1 = flat_grid1[2 * start:2 * (start + size)]
+        p0, p1 = played0[start:start + size], played1[start:start + size]
+        m0, m1 = mixed0[start:start + size], mixed1[start:start + size]
+        w0, w1 = lows0[start:start + size], lows1[start:start + size]
+        you, live = own[start:start + size], on[start:start + size]
+        sv, lv, hv = span[start:start + size], low[start:start + size], high[start:start + size]
+        for r in range(size):
+            a, b = c[2 * r], c[2 * r + 1]
+            if full:
+                shift = b if b < a or b != b else a
+                scale = sv[r]
+            else:
+                shift = lv[r]
+                scale = hv[r] - lv[r]
+            o = you[r]
+            raw = (o - shift) / scale
+            capped |= live[r] & ((raw < 0.0) | (raw > 1.0) | (raw != raw))
+            infinite |= live[r] & ((o == np.inf) | (o == -np.inf))
+            own_units = 0.0 if raw < 0.0 else 1.0 if raw > 1.0 else raw
+            x = (a - shift) / scale
+            ua = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+            x = (b - shift) / scale
+            ub = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+            if mixed_strategy:  # the expected costs, in the actions' order, q > 0 only
+                qa, qb = q[2 * r], q[2 * r + 1]
+                e = e_game = 0.0
+                e, e_game = (e + qa * ua, e_game + qa * a) if qa > 0.0 else (e, e_game)
+                e, e_game = (e + qb * ub, e_game + qb * b) if qb > 0.0 else (e, e_game)
+            else:
+                e, e_game = own_units, o
+            z = -0.0  # x + -0.0 is x, bit for bit (+0.0 would make -0.0 +0.0)
+            g0[2 * r] += ua if live[r] else z
+            g0[2 * r + 1] += ub if live[r] else z
+            g1[2 * r] += a if live[r] else z
+            g1[2 * r + 1] += b if live[r] else z
+            p0[r] += own_units if live[r] else z
+            p1[r] += o if live[r] else z
+            m0[r] += e if live[r] else z
+            m1[r] += e_game if live[r] else z
+        for r in range(size):  # each row's smallest sums, then its four gains' keys
+            x, y = g0[2 * r], g0[2 * r + 1]
+            w0[r] = least0 = y if y < x or y != y else x
+            x, y = g1[2 * r], g1[2 * r + 1]
+            w1[r] = least1 = y if y < x or y != y else x
+            d0 = 0.0 if np.isinf(m0[r]) and np.isinf(least0) else m0[r] - least0
+            d1 = 0.0 if np.isinf(p0[r]) and np.isinf(least0) else p0[r] - least0
+            d2 = 0.0 if np.isinf(m1[r]) and np.isinf(least1) else m1[r] - least1
+            d3 = 0.0 if np.isinf(p1[r]) and np.isinf(least1) else p1[r] - least1
+            b0, b1 = np.float64(d0).view(np.int64), np.float64(d1).view(np.int64)
+            b2, b3 = np.float64(d2).view(np.int64), np.float64(d3).view(np.int64)
+            nan |= (((b0 & _MAGNITUDE) > _INF_BITS) | ((b1 & _MAGNITUDE) > _INF_BITS)
+                    | ((b2 & _MAGNITUDE) > _INF_BITS) | ((b3 & _MAGNITUDE) > _INF_BITS))
+            b0, b1 = b0 ^ ((b0 >> 63) & _MAGNITUDE), b1 ^ ((b1 >> 63) & _MAGNITUDE)
+            b2, b3 = b2 ^ ((b2 >> 63) & _MAGNITUDE), b3 ^ ((b3 >> 63) & _MAGNITUDE)
+            t0, t1 = (b0 if b0 > t0 else t0), (b1 if b1 > t1 else t1)
+            t2, t3 = (b2 if b2 > t2 else t2), (b3 if b3 > t3 else t3)
+    largest = np.array([t0, t1, t2, t3])  # the keys made floats again
+    largest = (largest ^ ((largest >> 63) & _MAGNITUDE)).view(np.float64)
+    if nan:  # the last NaN gain of each kind, as _add_round keeps it
+        for i in range(n):
+            for s, (total, least) in enumerate(((mixed0[i], lows0[i]), (played0[i], lows0[i]),
+                                                (mixed1[i], lows1[i]), (played1[i], lows1[i]))):
+                gain = 0.0 if np.isinf(total) and np.isinf(least) else total - least
+                if gain != gain:
+                    largest[s] = gain
+    return capped != 0, infinite != 0, largest[0], largest[1], largest[2], largest[3]
+
+
 class RegretSums:
     """The running sums of ``n`` agents over ``m`` grid actions (each shard keeps one for its
     rows), in the learners' units (``grid[0]``, ``played[0]``, ``mixed[0]``) and the game's
@@ -139,12 +233,14 @@ class RegretSums:
         agents that played (``None``: all). Returns ``capped`` and ``infinite`` (whether some
         played cost was capped into the learner's units, or infinite) and the largest totals
         ``regret``, ``cce`` and, in the game's units, ``regret_game``, ``cce_game``."""
-        n = costs.shape[0]
-        out = _add_round(np.ascontiguousarray(costs, dtype=float),
-                         np.ascontiguousarray(own, dtype=float),
-                         np.zeros((0, 0)) if drawn_from is None else drawn_from,
-                         np.ones(n, dtype=np.bool_) if on is None else on, self.full,
-                         self.span, self.low, self.high, self.grid, self.played, self.mixed,
-                         self.lows)
+        n, m = costs.shape
+        sums = (self.grid, self.played, self.mixed, self.lows)
+        if m == 2:  # each unit's sums apart: _add_pairs
+            sums = tuple(part[u] for part in sums for u in range(2))
+        out = (_add_pairs if m == 2 else _add_round)(
+            np.ascontiguousarray(costs, dtype=float), np.ascontiguousarray(own, dtype=float),
+            np.zeros((0, 0)) if drawn_from is None else drawn_from,
+            np.ones(n, dtype=np.bool_) if on is None else on, self.full, self.span, self.low,
+            self.high, *sums)
         return dict(zip(("capped", "infinite", "regret", "cce", "regret_game", "cce_game"),
                         (bool(out[0]), bool(out[1]), *map(float, out[2:])), strict=True))

@@ -252,6 +252,45 @@ def test_the_compiled_kernels_are_their_written_out_forms(m):
     np.testing.assert_array_equal(weights, np.where(rows[:, None], _softmin(ties, 0.3), -1.0))
 
 
+@pytest.mark.parametrize("costs_given", [True, False])
+@pytest.mark.parametrize("add", [True, False])
+def test_the_two_action_pass_is_the_general_one(costs_given, add):
+    """The learners' pass at two actions (written for LLVM to vectorize across rows) gives
+    the loops for any count bit for bit (a NaN's sign aside, which IEEE leaves open): losses,
+    ranks, weights and whether a rank moved, for ranking and weighing alone or together, on
+    losses with NaN, infinities and ties, costs with NaN and infinities, steps small and
+    large, rows not taken, in blocks and their remainders."""
+    from privgames.agents.learners import _learn_rows
+    from tests.bits import same_bits
+
+    rng = np.random.default_rng(6)
+    for n in (1, 2047, 5000):
+        losses = rng.normal(0.0, 1.0, (n, 2)) * rng.choice([0.01, 1.0, 1e3], (n, 1))
+        losses[rng.random((n, 2)) < 0.02] = np.inf
+        losses[rng.random((n, 2)) < 0.02] = np.nan
+        tied = rng.random(n) < 0.1
+        losses[tied, 1] = losses[tied, 0]
+        costs = rng.normal(0.0, 1.0, (n, 2))
+        cells = rng.random((n, 2))
+        costs[cells < 0.03], costs[(cells > 0.03) & (cells < 0.06)] = np.nan, np.inf
+        costs[(cells > 0.06) & (cells < 0.07)] = -np.inf
+        span, rows = rng.uniform(0.05, 1.0, n), rng.random(n) < 0.7
+        if not costs_given:
+            costs, span = np.zeros((0, 0)), np.zeros(0)
+        for eta in (1e-3, 0.3, 40.0):
+            for rank, weigh in ((True, True), (True, False), (False, True), (False, False)):
+                runs = []
+                for kernel in (_learn_rows, _learn_rows.generic):
+                    state = (losses.copy(), np.full((n, 2), -1.0) if weigh else np.zeros((0, 0)),
+                             np.arange(n) % 2)
+                    moved = kernel(state[0], eta, state[1], state[2], rows, costs, span, add,
+                                   rank, weigh)
+                    runs.append((*state, moved))
+                (*pair, moved), (*general, moved_general) = runs
+                assert moved == moved_general
+                assert all(same_bits(a, b) for a, b in zip(pair, general, strict=True))
+
+
 @pytest.mark.parametrize("kind", [Hedge, EXP3])
 def test_the_last_iterate_is_the_first_smallest_loss_among_ties(kind):
     """Costs on a coarse lattice make equal losses: the last iterate the learner ranks while

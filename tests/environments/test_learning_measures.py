@@ -431,6 +431,44 @@ def test_the_compiled_sums_are_the_written_out_ones(full, m):
             np.testing.assert_allclose(getattr(sums, name), want[name], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("full", [True, False])
+@pytest.mark.parametrize("mixed", [True, False])  # False: a learner that plays a point
+def test_the_two_action_pass_is_the_general_one(full, mixed):
+    """The analyst's two-action pass (``_add_pairs``, written for LLVM to vectorize across
+    rows) gives the general pass's sums and maxima bit for bit over rounds of costs with
+    NaN and infinities, zero weights, agents that sit out and NaN gains (the last one kept),
+    in blocks and their remainders; and the sums object takes it at two actions."""
+    from privgames.environments.learning_measures import RegretSums, _add_round
+    from tests.bits import same_bits
+
+    rng = np.random.default_rng(9)
+    for n in (0, 1, 2047, 4100):
+        span, low = rng.uniform(0.2, 2.0, n), rng.uniform(-1.0, 0.0, n)
+        high = low + rng.uniform(0.1, 3.0, n)
+        general = [np.zeros((2, n, 2)), np.zeros((2, n)), np.zeros((2, n)), np.zeros((2, n))]
+        sums = RegretSums(n, 2, full, span, low, high)
+        for _ in range(4):
+            costs = rng.normal(0.0, 2.0, (n, 2))
+            cells = rng.random((n, 2))
+            costs[cells < 0.01], costs[(cells > 0.01) & (cells < 0.02)] = np.inf, np.nan
+            costs[(cells > 0.02) & (cells < 0.025)] = -np.inf
+            own = costs[np.arange(n), rng.integers(0, 2, n)]
+            own[rng.random(n) < 0.01] = np.nan
+            p = rng.dirichlet(np.ones(2), n) * (rng.random((n, 2)) > 0.1)
+            p = p if mixed else np.zeros((0, 0))
+            on = rng.random(n) < 0.7
+            want = _add_round(costs, own, p, on, full, span, low, high, *general)
+            got = sums.add(costs, own, p if mixed else None, on)
+            assert same_bits(want[2:], [got[k] for k in ("regret", "cce", "regret_game",
+                                                      "cce_game")])
+            assert (want[0], want[1]) == (got["capped"], got["infinite"])
+            for mine, theirs in zip((sums.grid, sums.played, sums.mixed, sums.lows), general,
+                                   strict=True):
+                assert same_bits(mine, theirs)
+        if n > 1000:  # NaN gains were among them, and finite ones decided the others
+            assert np.isnan(sums.mixed[1]).any()
+
+
 def test_an_agents_units_are_the_same_alone_or_among_others():
     """The learners' units from the scale rounds (``scales_from``): an agent's are the same
     bits whether its samples come alone (a shard or part of one agent), in a part of the
