@@ -299,9 +299,7 @@ def _softmin(cumulative: NDArray, eta: float) -> NDArray:
 
 #: fdlibm's ``exp`` (``e_exp.c``, Sun Microsystems 1993): ``x = k ln 2 + r`` with ln 2 in two
 #: parts, ``exp(r)`` from a degree-5 polynomial in ``r^2`` (a Remez fit), error below 1 ulp;
-#: ``2^k`` (``k <= 0``) built from its bits: the biased exponent ``k + 1023`` where it is
-#: normal, the one bit ``k + 1074`` where it is subnormal, 0 below (no table to gather from:
-#: the loop vectorizes). Written out in IEEE operations, so that
+#: ``2^k`` from a table (subnormals and 0 included). Written out in IEEE operations, so that
 #: the compiler vectorizes it (libm's ``exp`` is a call per element: 5 ns, against 1 ns
 #: here) and its bits are the same on every CPU (glibc chooses its ``exp`` by the CPU's FMA;
 #: numpy's is another code with AVX-512).
@@ -310,6 +308,7 @@ _LN2_HI, _LN2_LO, _INV_LN2 = 6.93147180369123816490e-01, 1.90821492927058770002e
 _P1, _P2, _P3, _P4, _P5 = (1.66666666666666019037e-01, -2.77777777770155933842e-03,
                            6.61375632143793436117e-05, -1.65339022054652515390e-06,
                            4.13813679705723846039e-08)
+_TWO_TO = 2.0 ** np.arange(-1077.0, 1.0)  # 2^k for k = -1077 .. 0
 #: The smallest exponent taken (``exp`` of anything below is 0 in float64).
 _EXP_FLOOR = -745.5
 #: :func:`_learn_rows`' arguments for a part it does not take (no costs, no ranks).
@@ -421,10 +420,7 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
                 r = hi - lo
                 t = r * r
                 c = r - t * (_P1 + t * (_P2 + t * (_P3 + t * (_P4 + t * _P5))))
-                e = np.int64(k) if k == k else np.int64(0)  # NaN's row: NaN in any case
-                bits = ((e + 1023) << 52 if e >= -1022 else
-                        np.int64(1) << (e + 1074) if e >= -1074 else np.int64(0))
-                x[q] = (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * np.int64(bits).view(np.float64)
+                x[q] = (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * _TWO_TO[int(k) + 1077]
         if not (rank or weigh):
             continue
         pv, rv = flat_p[2 * start:2 * stop], lowest[start:stop]

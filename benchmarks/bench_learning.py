@@ -132,10 +132,7 @@ def fdlibm_exp(v):
     t = r * r
     c = r - t * (learners._P1 + t * (learners._P2 + t * (learners._P3 + t * (
         learners._P4 + t * learners._P5))))
-    e = np.int64(k) if k == k else np.int64(0)
-    bits = ((e + 1023) << 52 if e >= -1022 else
-            np.int64(1) << (e + 1074) if e >= -1074 else np.int64(0))
-    return (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * np.int64(bits).view(np.float64)
+    return (1.0 - ((lo - (r * c) / (2.0 - c)) - hi)) * learners._TWO_TO[int(k) + 1077]
 
 
 @njit(error_model="numpy")
