@@ -197,13 +197,25 @@ def test_a_query_runs_under_hard_limits_while_others_are_served(server, context,
     box.press("Enter")
     time.sleep(0.3)
     _answers(server, context)  # while the query runs
-    tab.get_by_text(expected).first.wait_for(timeout=30_000)
+    _shown(tab, expected, 30_000)
     assert time.perf_counter() - started < 15.0
     box.fill("SELECT 'answered ' || (41 + 1) AS answer")  # the page itself still works
     box.press("Enter")
     tab.get_by_text("answered 42", exact=True).wait_for(timeout=10_000)
     tab.close()
     _answers(server, context)
+
+
+def _shown(tab, text: str, timeout_ms: int) -> None:
+    """Wait for ``text`` on the page; if it never comes, fail with what the page shows (a
+    slow CI once timed out here with nothing to say what the page had answered)."""
+    from playwright.sync_api import TimeoutError as PageTimeout
+
+    try:
+        tab.get_by_text(text).first.wait_for(timeout=timeout_ms)
+    except PageTimeout:
+        pytest.fail(f"{text!r} not shown in {timeout_ms / 1000:g} s; the page shows: "
+                    f"{tab.inner_text('body')[-800:]!r}")
 
 
 def test_sessions_past_the_cap_are_refused_and_freed_when_their_tabs_close(server, context):
