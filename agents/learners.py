@@ -358,10 +358,9 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
             l0, l1 = lv[2 * r], lv[2 * r + 1]
             if units:
                 c0, c1 = cv[2 * r], cv[2 * r + 1]
-                low = np.inf
+                low = np.inf  # the smallest cost, NaN aside
                 low = c0 if c0 < low else low
                 low = c1 if c1 < low else low
-                low = min(min(low, np.inf), min(np.inf, np.inf))
                 u0 = ((np.inf if c0 != c0 else c0) - low) / sv[r]
                 u1 = ((np.inf if c1 != c1 else c1) - low) / sv[r]
                 u0, u1 = 1.0 if u0 > 1.0 else u0, 1.0 if u1 > 1.0 else u1
@@ -371,7 +370,7 @@ def _learn_rows(losses: NDArray, eta: float, p: NDArray, lowest: NDArray, rows: 
                     l0, l1 = (u0, u1) if on[r] else (0.0, 0.0)
                 lv[2 * r], lv[2 * r + 1] = l0, l1
             if weigh:
-                low = lows[r] = min(min(min(l0, l1), l0), min(l0, l0))
+                low = lows[r] = l1 if l1 < l0 else l0  # the lanes' min(), all it comes to
                 x[2 * r] = max(-eta * (l0 - low), _EXP_FLOOR)
                 x[2 * r + 1] = max(-eta * (l1 - low), _EXP_FLOOR)
                 count += 2
