@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.analysis.text_boxes import live_box
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 #: The server's address-space cap: what it holds after loading the pages (about 0.9 GiB) and
 #: room for a few pages' models; its pages' memory budget is derived from it.
@@ -154,20 +156,21 @@ def _answers(server, context) -> float:
 
 
 def _results_tab(context, port: int):
+    """A results page and its SQL box, once the box takes a query (a probe's answer shown)."""
     tab = context.new_page()
     tab.goto(f"http://127.0.0.1:{port}/results")
     tab.get_by_text("Results in").wait_for(timeout=60_000)
-    return tab
+    return tab, live_box(tab, "SQL over the Parquet files (the view is 'results')",
+                         "SELECT 'box live' AS probe", "box live")
 
 
 def test_a_hostile_results_folder_neither_hangs_nor_leaks(server, context, folder):
     port = server[0]
-    tab = _results_tab(context, port)
+    tab, box = _results_tab(context, port)
     tab.get_by_text("budget-us-bounds", exact=True).first.wait_for(timeout=30_000)
     images = tab.locator("img").count()
     assert images == 1, f"{images} images: only the real figure may be shown"
     assert "root:" not in tab.inner_text("body")  # /etc/passwd
-    box = tab.get_by_label("SQL over the Parquet files (the view is 'results')")
     box.fill("SELECT DISTINCT file FROM results")
     box.press("Enter")
     tab.get_by_text("budget-us-bounds.parquet").first.wait_for(timeout=30_000)
@@ -190,8 +193,7 @@ def test_a_hostile_results_folder_neither_hangs_nor_leaks(server, context, folde
 def test_a_query_runs_under_hard_limits_while_others_are_served(server, context, sql,
                                                                 expected):
     port = server[0]
-    tab = _results_tab(context, port)
-    box = tab.get_by_label("SQL over the Parquet files (the view is 'results')")
+    tab, box = _results_tab(context, port)
     box.fill(sql)
     started = time.perf_counter()
     box.press("Enter")
@@ -325,11 +327,12 @@ def test_a_hostile_text_box_value_is_one_line_and_the_session_lives(server, cont
     tab = context.new_page()
     tab.goto(f"http://127.0.0.1:{port}/ppsp")
     tab.get_by_text("estimator error").first.wait_for(timeout=60_000)
-    box = tab.get_by_label("leave_at (null: none)")
+    reset = tab.get_by_role("button", name="Reset").click
+    box = live_box(tab, "leave_at (null: none)", "151", "leave_at=151", then=reset)
     box.fill(typed)
     box.press("Enter")
-    tab.get_by_role("button", name="Reset").click()
-    tab.get_by_text(message).first.wait_for(timeout=30_000)
+    reset()
+    _shown(tab, message, 30_000)
     text = tab.inner_text("body")
     assert "Traceback" not in text and ".py" not in text
     _answers(server, context)
