@@ -500,18 +500,33 @@ def _draw(p: NDArray, u: NDArray, out: NDArray, grid: NDArray, values: NDArray,
           pair: tuple) -> NDArray:
     """Each row's action index drawn with its uniform ``u`` into ``out``: the number of
     actions whose cumulative probability is below it (the last action at most); its grid
-    value into ``values`` (in the same pass: a gather after it costs a millisecond at 10^6)."""
-    m = 2 if len(pair) == 2 else p.shape[1]
-    for i in range(p.shape[0]):
+    value into ``values`` (in the same pass: a gather after it costs a millisecond at 10^6).
+
+    A row's probabilities are never negative, so its cumulative sums only grow (a NaN stays):
+    those below ``u`` are the ones before the first that is not, and they are counted
+    without a branch. Rows of more than two actions go four at a time, four chains of
+    additions at once (one row's waits on each: at 10^4 x 21, 0.19 ms a round against
+    0.13)."""
+    two = len(pair) == 2  # a constant (compiled's rows_of)
+    n, m = p.shape[0], 2 if two else p.shape[1]
+    fours = 0 if two else n - n % 4
+    for i in range(0, fours, 4):
+        s0 = s1 = s2 = s3 = 0.0
+        k0 = k1 = k2 = k3 = 0
+        for j in range(m):
+            s0, s1, s2, s3 = s0 + p[i, j], s1 + p[i + 1, j], s2 + p[i + 2, j], s3 + p[i + 3, j]
+            k0, k1 = k0 + (s0 < u[i]), k1 + (s1 < u[i + 1])
+            k2, k3 = k2 + (s2 < u[i + 2]), k3 + (s3 < u[i + 3])
+        for row, k in ((i, k0), (i + 1, k1), (i + 2, k2), (i + 3, k3)):
+            out[row] = min(k, m - 1)
+            values[row] = grid[out[row]]
+    for i in range(fours, n):  # the rest, or every row of two actions
         cumulative, k = 0.0, 0
-        for j in range(m):  # the cumulative probability only grows: stop at the first above
+        for j in range(m):
             cumulative += p[i, j]
-            if not cumulative < u[i]:
-                break
-            k += 1
-        k = min(k, m - 1)
-        out[i] = k
-        values[i] = grid[k]
+            k += cumulative < u[i]
+        out[i] = min(k, m - 1)
+        values[i] = grid[out[i]]
     return out
 
 

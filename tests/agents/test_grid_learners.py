@@ -223,10 +223,14 @@ def test_the_compiled_kernels_are_their_written_out_forms(m):
     p = _softmin(cumulative, 0.3)
     np.testing.assert_allclose(p, w / w.sum(axis=1, keepdims=True), rtol=1e-13)
     u = rng.random(50)
+    p[7], p[11, -1], p[13] = np.nan, np.nan, 0.0  # the draw takes the actions before a NaN
+    p[17] *= 0.5  # and the last action where the cumulative sum never reaches u
     want = np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), m - 1)
     grid, values = np.linspace(0.5, 3.0, m), np.empty(50)
-    np.testing.assert_array_equal(_draw(p, u, np.empty(50, dtype=np.int64), grid, values), want)
-    np.testing.assert_array_equal(values, grid[want])  # each row's value, in the same pass
+    for rows in (50, 49, 3):  # rows in fours, and the rest
+        drawn = _draw(p[:rows], u[:rows], np.empty(rows, dtype=np.int64), grid, values[:rows])
+        np.testing.assert_array_equal(drawn, want[:rows])
+        np.testing.assert_array_equal(values[:rows], grid[want[:rows]])  # in the same pass
     costs = rng.normal(0.0, 1.0, (50, m))
     costs[3, 1], costs[5, 0] = np.nan, np.inf
     span, active = rng.uniform(0.2, 1.0, 50), rng.random(50) > 0.3
