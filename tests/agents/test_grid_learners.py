@@ -225,6 +225,7 @@ def test_the_compiled_kernels_are_their_written_out_forms(m):
     u = rng.random(50)
     p[7], p[11, -1], p[13] = np.nan, np.nan, 0.0  # the draw takes the actions before a NaN
     p[17] *= 0.5  # and the last action where the cumulative sum never reaches u
+    u[[19, 48]] = np.cumsum(p[[19, 48]], axis=1)[:, 0]  # past an action only below u
     want = np.minimum((np.cumsum(p, axis=1) < u[:, None]).sum(axis=1), m - 1)
     grid, values = np.linspace(0.5, 3.0, m), np.empty(50)
     for rows in (50, 49, 3):  # rows in fours, and the rest
