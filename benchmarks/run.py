@@ -308,8 +308,9 @@ def learning_bound(learning: dict[str, float]) -> str:
                 + ("" if million is None else f" ({million:.2f} at 10^6)")
                 + f": {exact:.1f} ns a cell, of which (ns, each made a multiply in turn) {parts}")
     passes = ("The engine's separate passes (profiled in a bas Hedge round at 10^4 agents on "
-              "2026-11-29, fifth session: the learner's 1.0 ms, the analyst's 0.8, eq 14's "
-              "table 0.43, the draw 0.2) and its Python (0.4-0.5 ms) take the games' rounds to "
+              "2026-11-29, sixth session: the learner's 1.1-1.2 ms, the analyst's 0.8, eq 14's "
+              "table 0.43, the draw 0.13-0.14, 0.19-0.21 before it took four rows at a time) "
+              "and its Python (0.4 ms) take the games' rounds to "
               f"{min(engine):.2f}-{max(engine):.2f}")
     if reached < 0.4:
         return (f"the round's exact arithmetic alone bounds it: {measured}. With both divisions "
