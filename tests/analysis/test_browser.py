@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from privgames.analysis.pages import PageModel, all_pages, format_reading
-from tests.analysis.text_boxes import live_box
+from tests.analysis.page_answers import live_sql_box
 
 pytestmark = pytest.mark.browser
 TOKEN = ""  # the running server's (set by the server fixture)
@@ -120,11 +120,6 @@ def _shown(tab, label: str) -> str:
     return row.locator("td").nth(1).inner_text().strip()
 
 
-def _sql_box(tab):
-    return live_box(tab, re.compile("SQL over the Parquet files"), "SELECT 'box live' AS probe",
-                    "box live")
-
-
 def _not_blank(path: Path) -> None:
     pixels = matplotlib.image.imread(path)[..., :3]
     colours = np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0)
@@ -215,7 +210,7 @@ def test_the_results_page_shows_a_figure_and_answers_a_query(server, page, resul
     figure = page.locator("img").first
     figure.wait_for()
     assert figure.evaluate("img => img.naturalWidth") > 100
-    box = _sql_box(page)
+    box = live_sql_box(page)
     box.fill("SELECT COUNT(*) AS n_rows, MAX(N) AS largest_n FROM results")
     box.press("Enter")
     rows = pd.read_parquet(results_folder / "budget-us-bounds.parquet")
@@ -241,7 +236,7 @@ def test_no_value_or_report_line_runs_as_html(server, page):
     page.goto(f"http://127.0.0.1:{server}/results")
     page.get_by_text("Results in").wait_for(timeout=60_000)
     title = page.title()
-    box = _sql_box(page)
+    box = live_sql_box(page)
     attack = "<img src=x onerror=\"document.title='pwned-query'\">"
     literal = attack.replace("'", "''")
     box.fill(f"SELECT '{literal}' AS \"<b>name</b>\"")
@@ -262,7 +257,7 @@ def test_no_value_or_report_line_runs_as_html(server, page):
                                  "SELECT * FROM read_csv('/etc/passwd')"])
 def test_the_query_box_reaches_no_file(server, page, results_folder, sql):
     page.goto(f"http://127.0.0.1:{server}/results")
-    box = _sql_box(page)
+    box = live_sql_box(page)
     box.fill(sql.format(folder=results_folder))
     box.press("Enter")
     page.get_by_text(re.compile(r"^query (refused|failed): ")).wait_for()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.analysis.text_boxes import live_box
+from tests.analysis.page_answers import live_box, live_sql_box, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 #: The server's address-space cap: what it holds after loading the pages (about 0.9 GiB) and
@@ -160,8 +160,7 @@ def _results_tab(context, port: int):
     tab = context.new_page()
     tab.goto(f"http://127.0.0.1:{port}/results")
     tab.get_by_text("Results in").wait_for(timeout=60_000)
-    return tab, live_box(tab, "SQL over the Parquet files (the view is 'results')",
-                         "SELECT 'box live' AS probe", "box live")
+    return tab, live_sql_box(tab)
 
 
 def test_a_hostile_results_folder_neither_hangs_nor_leaks(server, context, folder):
@@ -199,25 +198,13 @@ def test_a_query_runs_under_hard_limits_while_others_are_served(server, context,
     box.press("Enter")
     time.sleep(0.3)
     _answers(server, context)  # while the query runs
-    _shown(tab, expected, 30_000)
+    shown(tab, expected, 30_000)
     assert time.perf_counter() - started < 15.0
     box.fill("SELECT 'answered ' || (41 + 1) AS answer")  # the page itself still works
     box.press("Enter")
     tab.get_by_text("answered 42", exact=True).wait_for(timeout=10_000)
     tab.close()
     _answers(server, context)
-
-
-def _shown(tab, text: str, timeout_ms: int) -> None:
-    """Wait for ``text`` on the page; if it never comes, fail with what the page shows (a
-    slow CI once timed out here with nothing to say what the page had answered)."""
-    from playwright.sync_api import TimeoutError as PageTimeout
-
-    try:
-        tab.get_by_text(text).first.wait_for(timeout=timeout_ms)
-    except PageTimeout:
-        pytest.fail(f"{text!r} not shown in {timeout_ms / 1000:g} s; the page shows: "
-                    f"{tab.inner_text('body')[-800:]!r}")
 
 
 def test_sessions_past_the_cap_are_refused_and_freed_when_their_tabs_close(server, context):
@@ -332,7 +319,7 @@ def test_a_hostile_text_box_value_is_one_line_and_the_session_lives(server, cont
     box.fill(typed)
     box.press("Enter")
     reset()
-    _shown(tab, message, 30_000)
+    shown(tab, message, 30_000)
     text = tab.inner_text("body")
     assert "Traceback" not in text and ".py" not in text
     _answers(server, context)
