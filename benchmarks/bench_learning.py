@@ -25,7 +25,12 @@ pricing-bayes round where the last iterate moved must compute at 10^4 clients, e
 itself: the interim sums' additions alone, and the learners' and the analyst's arithmetic over
 the rows that play.
 
-Run ``python benchmarks/bench_learning.py`` (``--quick`` for a smoke run at 1,000 agents).
+At 10^4 agents each population also runs whole (``whole_run``): the 500 rounds of a default
+run, its mean round over the floor. The seven rounds of ``population`` are early in a short
+run, where bas Hedge's iterate moves in most rounds: a run's costliest stretch.
+
+Run ``python benchmarks/bench_learning.py`` (``--quick`` for a smoke run at 1,000 agents;
+``--one GAME,LEARNER,AGENTS,REPS`` or ``--whole GAME,LEARNER,AGENTS,ROUNDS`` for one population).
 Times are medians of interleaved repetitions in one process (a fresh one per population);
 the ratio is what to compare across machines.
 """
@@ -85,6 +90,32 @@ def population(game: str, learner: str, agents: int, reps: int) -> dict[str, flo
             "cells": cells.size, "floor_ns_per_cell": base / cells.size * 1e9}
 
 
+def whole_run(game: str, learner: str, agents: int, rounds: int) -> dict[str, float]:
+    """A whole run of ``rounds`` (a user's run: ``LearningConfig``'s default horizon, 500),
+    each round timed after a floor pass: the floor's median over the mean round (what the run
+    costs a round), and the share of the rounds where the last iterate moved. The first two
+    rounds go untimed, as in :func:`population`, whose rounds 3-9 of a 70-round run are a
+    run's costliest stretch: Hedge's step ``sqrt(8 ln m / T)`` is ``sqrt(500 / 70) = 2.7``
+    times a default run's there, so its iterates move more often, and a round where the last
+    iterate moved measures it again."""
+    model = LearningModel(LearningConfig(game=game, learner=learner, agents=agents,
+                                         rounds=rounds), seed=0)
+    for _ in range(2):
+        model.step()
+    cells = np.random.default_rng(0).random((model.slice_.row_count(model.config),
+                                             model.grid.size))
+    out = np.empty_like(cells)
+    floor, total, moved = [], 0.0, 0
+    for _ in range(rounds - 2):
+        floor.append(timed(lambda: floor_pass(cells, out)))
+        total += timed(model.step)
+        moved += model.state.last_change == model.steps
+    model.close()
+    mean, base = total / (rounds - 2), statistics.median(floor)
+    return {"rounds": rounds, "mean_round_s": mean, "floor_s": base,
+            "ratio_to_floor": base / mean, "iterate_moved": moved / (rounds - 2)}
+
+
 def floor_parts(agents: int, m: int, reps: int) -> dict[str, float]:
     """What the floor is made of on this machine, ns a cell of ``agents x m``: one ``exp``
     pass and one ``multiply`` pass, interleaved (the floor is one of the first and ten of the
@@ -101,24 +132,28 @@ def floor_parts(agents: int, m: int, reps: int) -> dict[str, float]:
             "multiply_ns_per_cell": statistics.median(multiply) / cells.size * 1e9}
 
 
-def measure(agents: int, games: tuple[str, ...], reps: int,
-            fresh: bool = True) -> dict[str, dict]:
-    """:func:`population` per learner and game, each in a fresh process (``fresh``), as a
-    user runs one (one population alive at a time: at 10^6 agents several would compete for
-    memory, and one measured after another freed gigabytes ran SAR's rounds 1.2-1.4x
-    slower); the smoke run's in this one."""
+def measure(agents: int, games: tuple[str, ...], reps: int, fresh: bool = True,
+            how: str = "one") -> dict[str, dict]:
+    """:func:`population` (``how="one"``; ``"whole"``: :func:`whole_run` of ``reps`` rounds)
+    per learner and game, each in a fresh process (``fresh``), as a user runs one (one
+    population alive at a time: at 10^6 agents several would compete for memory, and one
+    measured after another freed gigabytes ran SAR's rounds 1.2-1.4x slower); the smoke
+    run's in this one."""
     report: dict[str, dict] = {}
     for learner in ("hedge", "exp3"):
         report[learner] = {}
         for game in games:
             if not fresh:
-                report[learner][game] = population(game, learner, agents, reps)
+                report[learner][game] = MEASURES[how](game, learner, agents, reps)
                 continue
-            done = subprocess.run([sys.executable, __file__, "--one",
+            done = subprocess.run([sys.executable, __file__, f"--{how}",
                                    f"{game},{learner},{agents},{reps}"],
                                   capture_output=True, text=True, check=True)
             report[learner][game] = json.loads(done.stdout.strip().splitlines()[-1])
     return report
+
+
+MEASURES = {"one": population, "whole": whole_run}
 
 
 @njit(error_model="numpy")
@@ -407,13 +442,15 @@ def sar_draws(agents: int, reps: int) -> dict[str, float]:
 
 
 def main() -> None:
-    if "--one" in sys.argv:
-        game, learner, agents, reps = sys.argv[sys.argv.index("--one") + 1].split(",")
-        print(json.dumps(population(game, learner, int(agents), int(reps))))
-        return
+    for how, run in MEASURES.items():
+        if f"--{how}" in sys.argv:
+            game, learner, agents, reps = sys.argv[sys.argv.index(f"--{how}") + 1].split(",")
+            print(json.dumps(run(game, learner, int(agents), int(reps))))
+            return
     args = arguments(__doc__)
     if args.quick:
         report = {"agents": 1000, **measure(1000, GAMES, 3, fresh=False),
+                  "whole": measure(1000, GAMES, 6, fresh=False, how="whole"),
                   "bound": bound(1000, 3),
                   "sar_draws": sar_draws(1000, 3), "pair_bound": pair_bound(1000, 3),
                   "small_sar_draws": sar_draws(1000, 3),
@@ -422,6 +459,7 @@ def main() -> None:
                   "bayes_bound": bayes_bound(1000, 3)}
     else:
         report = {"agents": 10_000, **measure(10_000, GAMES, 7),
+                  "whole": measure(10_000, GAMES, LearningConfig.rounds, how="whole"),
                   "million": measure(1_000_000, LARGE, 5),
                   "bound": bound(10_000, 31), "million_bound": bound(1_000_000, 5),
                   "sar_draws": sar_draws(1_000_000, 9),

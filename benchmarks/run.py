@@ -72,6 +72,10 @@ TARGETS = [
        "multiply passes (issue 41)")
       for size, agents in (("", "10^4"), ("million.", "10^6"))
       for learner in ("hedge", "exp3") for game in ("bas", "sar", "ppsp", "pricing")],
+    *[("bench_learning", f"whole.{learner}.{game}.ratio_to_floor", ">=", 0.4,
+       f"`learning-dynamics` {game}, {learner}: a whole default run (500 rounds) at 10^4 "
+       "agents, its mean round over one exp + ten multiply passes (issue 41)")
+      for learner in ("hedge", "exp3") for game in ("bas", "sar", "ppsp", "pricing")],
     ("bench_learning", "million.hedge.pricing.round_s", "<", 0.5,
      "`learning-dynamics` pricing, Hedge: a round at 10^6 clients in process (s)"),
     *[("bench_pages", f"redraw_s.{page}", "<", 0.3, f"page `{page}`: a 1,000-agent step "
@@ -279,7 +283,7 @@ def why_not_met(results: dict[str, dict], targets: list) -> list[str]:
                    f"dp-kmeans {paper.get('dp-kmeans', float('nan')):.0f} s")
         elif key in SAR_BOUNDS and "bench_learning" in flat:
             why = sar_bound(flat["bench_learning"], *SAR_BOUNDS[key])
-        elif key.startswith(("hedge.", "exp3.")) and "bench_learning" in flat:
+        elif key.startswith(("hedge.", "exp3.", "whole.")) and "bench_learning" in flat:
             why = learning_bound(flat["bench_learning"])
         else:
             why = REASONS.get(key, "no floor measured")
@@ -328,6 +332,8 @@ def learning_bound(learning: dict[str, float]) -> str:
 #: those and the attack's).
 SAR_BOUNDS = {"hedge.sar.ratio_to_floor": ("small_pair_bound", "small_sar_draws", "hedge"),
               "exp3.sar.ratio_to_floor": ("small_pair_bound", "small_sar_draws", "exp3"),
+              "whole.hedge.sar.ratio_to_floor": ("small_pair_bound", "small_sar_draws", "hedge"),
+              "whole.exp3.sar.ratio_to_floor": ("small_pair_bound", "small_sar_draws", "exp3"),
               "million.hedge.sar.ratio_to_floor": ("pair_bound", "sar_draws", "hedge"),
               "million.exp3.sar.ratio_to_floor": ("pair_bound", "sar_draws", "exp3")}
 

@@ -125,6 +125,13 @@ def test_learning_benchmark(quick_benchmarks):
             assert _finite(figures["mean_round_s"]) and figures["mean_round_s"] > 0
             assert figures["floor_ns_per_cell"] == pytest.approx(
                 figures["floor_s"] / figures["cells"] * 1e9, rel=1e-12)
+    for learner, games in report["whole"].items():  # whole runs: a run's mean round
+        assert set(games) == set(report[learner])
+        for figures in games.values():
+            assert _finite(*figures.values()) and figures["mean_round_s"] > 0
+            assert figures["ratio_to_floor"] == pytest.approx(
+                figures["floor_s"] / figures["mean_round_s"], rel=1e-12)
+            assert 0.0 <= figures["iterate_moved"] <= 1.0
     parts = report["floor_parts"]  # what the floor is made of on this machine
     assert parts["exp_ns_per_cell"] > 0 and parts["multiply_ns_per_cell"] > 0
     bound = report["bound"]  # the fused round's arithmetic, whole and less each exact part
