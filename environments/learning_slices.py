@@ -94,6 +94,7 @@ from privgames.mechanisms.learning_games import (
     row_minima,
     scales_from,
     snap_to,
+    two_extremes,
     type_profiles,
 )
 from privgames.mechanisms.pricing_bayes import BinaryGame
@@ -855,8 +856,8 @@ class PPSPSlice(GameSlice):
         super().__init__(config, seed, start, stop, start_run)
         ring = NoiseGameConfig(n=config.agents, weighting=config.weighting,
                                spread=config.spread)
-        self.weights = ring.weights_from(None if config.weighting == "equal"
-                                         else self.type_stream.uniform(3).T, self.size)
+        self.weights = np.ascontiguousarray(ring.weights_from(  # the kernels read rows
+            None if config.weighting == "equal" else self.type_stream.uniform(3).T, self.size))
         self.args = (config.agents, ring.K, ring.delta, ring.d)
 
     def type_partials(self, totals: dict) -> Partials:
@@ -879,10 +880,8 @@ class PPSPSlice(GameSlice):
                         strict=True))
 
     def _profile_partials(self, v: NDArray, prefix: str = "") -> Partials:
-        n = v.size  # the two smallest and two largest, in order, without sorting all
-        order = np.sort(v) if n <= 4 else np.partition(v, (0, 1, n - 2, n - 1))
-        return Partials(gathered={f"{prefix}largest": order[-2:],
-                                  f"{prefix}smallest": order[:2]})
+        largest, smallest = two_extremes(v)
+        return Partials(gathered={f"{prefix}largest": largest, f"{prefix}smallest": smallest})
 
     def _extremes(self, totals: dict) -> tuple[NDArray, NDArray]:
         return np.sort(totals["largest"])[-2:], np.sort(totals["smallest"])[:2]

@@ -21,6 +21,7 @@ longer anticipates the followers, as in Theorem 1's subgame-perfect NE), so both
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from abc import ABC, abstractmethod
@@ -557,9 +558,7 @@ def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray
     (into ``out`` if given); ``lowest``: each node's smallest (:func:`row_least`)."""
     high = np.where(v == largest[-1], largest[-2], largest[-1])  # the others' largest
     low = np.where(v == smallest[0], smallest[1], smallest[0])  # and smallest
-    n = args[0]  # ppsp.tradeoff_cost's three coefficients, then one compiled pass
-    coefficients = np.array([math.pi * n * math.sqrt(n / 6.0), math.pi**2 * n**2 / 3.0,
-                             ppsp.tradeoff_cost(0.0, 1.0, 0.0, 0.0, 1.0, *args)])
+    coefficients = _ppsp_coefficients(*args)
     c = np.atleast_2d(np.asarray(candidates, dtype=float))
     weights = np.ascontiguousarray(weights, dtype=float)
 
@@ -569,6 +568,37 @@ def ppsp_costs(v: NDArray, largest: NDArray, smallest: NDArray, weights: NDArray
         return out
 
     return cost_table(fill, high.size, c.shape[1], lowest, out)
+
+
+@functools.cache
+def _ppsp_coefficients(n: int, *args: float) -> NDArray:
+    """:func:`ppsp.tradeoff_cost`'s three coefficients for ``(n, K, delta, d)``, taken once
+    (the kernel's input; never written)."""
+    return np.array([math.pi * n * math.sqrt(n / 6.0), math.pi**2 * n**2 / 3.0,
+                     ppsp.tradeoff_cost(0.0, 1.0, 0.0, 0.0, 1.0, n, *args)])
+
+
+def two_extremes(v: NDArray) -> tuple[NDArray, NDArray]:
+    """``v``'s two largest and two smallest values, each pair in increasing order (one of
+    each when ``v`` has one), in one compiled pass: ``np.partition`` took 0.12 ms at 10^4."""
+    if v.size < 2:
+        return v[-2:].copy(), v[:2].copy()
+    out = np.empty(4)
+    _two_extremes(np.ascontiguousarray(v, dtype=float), out)
+    return out[2:], out[:2]
+
+
+@compiled
+def _two_extremes(v, out):
+    s0, s1 = (v[0], v[1]) if v[0] <= v[1] else (v[1], v[0])  # the smallest first
+    l0, l1 = s0, s1  # the largest last
+    for i in range(2, v.size):
+        x = v[i]
+        if x < s1:
+            s0, s1 = (x, s0) if x < s0 else (s0, x)
+        if x > l0:
+            l0, l1 = (l1, x) if x > l1 else (x, l1)
+    out[0], out[1], out[2], out[3] = s0, s1, l0, l1
 
 
 @compiled

@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from privgames.agents.learners import make_grid_learner
@@ -179,6 +181,20 @@ def test_each_agents_best_reply_cost_is_its_rows_smallest_without_the_table(game
         table[rng.random(table.shape) < share] = value
     got = row_least(lambda rows, out: np.copyto(out, table[rows]) or out, n, 9)
     assert np.array_equal(got, table.min(axis=1), equal_nan=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-4.0, 4.0, allow_nan=False).map(lambda x: round(x, 1)), min_size=1,
+                max_size=40))
+def test_a_ppsp_shards_two_largest_and_two_smallest_are_the_sorted_ends(values):
+    """PPSP's partials (each node's others' largest and smallest ``c`` come from them): one
+    pass gives the sorted profile's two last and two first values, in order, ties included
+    (values on a coarse lattice repeat)."""
+    from privgames.mechanisms.learning_games import two_extremes
+
+    v = np.array(values)
+    largest, smallest = two_extremes(v)
+    assert np.array_equal(largest, np.sort(v)[-2:]) and np.array_equal(smallest, np.sort(v)[:2])
 
 
 def test_a_bas_users_best_reply_cost_from_a_few_cells_is_the_whole_rows_smallest():
