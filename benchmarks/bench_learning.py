@@ -38,6 +38,7 @@ the ratio is what to compare across machines.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -93,7 +94,8 @@ def population(game: str, learner: str, agents: int, reps: int) -> dict[str, flo
 def whole_run(game: str, learner: str, agents: int, rounds: int) -> dict[str, float]:
     """A whole run of ``rounds`` (a user's run: ``LearningConfig``'s default horizon, 500),
     each round timed after a floor pass: the floor's median over the mean round (what the run
-    costs a round), and the share of the rounds where the last iterate moved. The first two
+    costs a round), the share of the rounds where the last iterate moved, and the median
+    round where it moved and where it stayed. The first two
     rounds go untimed, as in :func:`population`, whose rounds 3-9 of a 70-round run are a
     run's costliest stretch: Hedge's step ``sqrt(8 ln m / T)`` is ``sqrt(500 / 70) = 2.7``
     times a default run's there, so its iterates move more often, and a round where the last
@@ -105,15 +107,18 @@ def whole_run(game: str, learner: str, agents: int, rounds: int) -> dict[str, fl
     cells = np.random.default_rng(0).random((model.slice_.row_count(model.config),
                                              model.grid.size))
     out = np.empty_like(cells)
-    floor, total, moved = [], 0.0, 0
+    floor, times = [], {True: [], False: []}  # by whether the last iterate moved
     for _ in range(rounds - 2):
         floor.append(timed(lambda: floor_pass(cells, out)))
-        total += timed(model.step)
-        moved += model.state.last_change == model.steps
+        took = timed(model.step)
+        times[model.state.last_change == model.steps].append(took)
     model.close()
-    mean, base = total / (rounds - 2), statistics.median(floor)
+    mean = statistics.fmean(times[True] + times[False])
+    base = statistics.median(floor)
     return {"rounds": rounds, "mean_round_s": mean, "floor_s": base,
-            "ratio_to_floor": base / mean, "iterate_moved": moved / (rounds - 2)}
+            "ratio_to_floor": base / mean, "iterate_moved": len(times[True]) / (rounds - 2),
+            **{f"{name}_round_s": statistics.median(times[key]) if times[key] else math.nan
+               for name, key in (("moved", True), ("still", False))}}
 
 
 def floor_parts(agents: int, m: int, reps: int) -> dict[str, float]:

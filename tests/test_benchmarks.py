@@ -128,10 +128,15 @@ def test_learning_benchmark(quick_benchmarks):
     for learner, games in report["whole"].items():  # whole runs: a run's mean round
         assert set(games) == set(report[learner])
         for figures in games.values():
-            assert _finite(*figures.values()) and figures["mean_round_s"] > 0
+            assert _finite(figures["mean_round_s"], figures["floor_s"])
+            assert figures["mean_round_s"] > 0
             assert figures["ratio_to_floor"] == pytest.approx(
                 figures["floor_s"] / figures["mean_round_s"], rel=1e-12)
             assert 0.0 <= figures["iterate_moved"] <= 1.0
+            for kind, some in (("moved", figures["iterate_moved"] > 0),  # NaN where none
+                               ("still", figures["iterate_moved"] < 1)):
+                assert figures[f"{kind}_round_s"] > 0 if some else math.isnan(
+                    figures[f"{kind}_round_s"])
     parts = report["floor_parts"]  # what the floor is made of on this machine
     assert parts["exp_ns_per_cell"] > 0 and parts["multiply_ns_per_cell"] > 0
     bound = report["bound"]  # the fused round's arithmetic, whole and less each exact part
