@@ -95,11 +95,11 @@ def whole_run(game: str, learner: str, agents: int, rounds: int) -> dict[str, fl
     """A whole run of ``rounds`` (a user's run: ``LearningConfig``'s default horizon, 500),
     each round timed after a floor pass: the floor's median over the mean round (what the run
     costs a round), the share of the rounds where the last iterate moved, and the median
-    round where it moved and where it stayed. The first two
-    rounds go untimed, as in :func:`population`, whose rounds 3-9 of a 70-round run are a
-    run's costliest stretch: Hedge's step ``sqrt(8 ln m / T)`` is ``sqrt(500 / 70) = 2.7``
-    times a default run's there, so its iterates move more often, and a round where the last
-    iterate moved measures it again."""
+    round where it moved and where it stayed. The first two rounds go untimed, as in
+    :func:`population`, whose rounds 3-9 of a 70-round run are a run's costliest stretch:
+    Hedge's step ``sqrt(8 ln m / T)`` is ``sqrt(500 / 70) = 2.7`` times a default run's
+    there, so its iterates move more often, and a round where the last iterate moved
+    measures it again."""
     model = LearningModel(LearningConfig(game=game, learner=learner, agents=agents,
                                          rounds=rounds), seed=0)
     for _ in range(2):

@@ -75,18 +75,24 @@ def whole_rows(after: dict) -> list[str]:
         for game, a in whole[learner].items():
             target = ">= 0.4 of the floor" if game in MAIN else "–"
             met = ("yes" if a["ratio_to_floor"] >= 0.4 else "no") if game in MAIN else "–"
+            kinds = " / ".join("–" if math.isnan(a.get(f"{kind}_round_s", math.nan))
+                               else f"{a[f'{kind}_round_s'] * 1e3:.3g}"
+                               for kind in ("moved", "still"))
             out.append(f"| {game} | {learner} | {a['ratio_to_floor']:.3g} | "
-                       f"{a[MEAN]:.3g} | {a['iterate_moved']:.2f} | {target} | {met} |")
+                       f"{a[MEAN]:.3g} | {a['iterate_moved']:.2f} | {kinds} | {target} | "
+                       f"{met} |")
     rounds = next(iter(whole["hedge"].values()))["rounds"]
     return [f"Whole runs as a user runs them (`bench_learning.py --whole`): the {rounds} rounds "
             f"of the default horizon at {after.get('agents', 10_000):,} agents, each round "
             "after a floor pass; the run's mean round (what it costs a round) over the floor's "
-            "median, and the share of its rounds where the last iterate moved (the analyst then "
-            "measures it again). The table above times seven rounds early in a 70-round run, "
-            "where Hedge's step is 2.7 times a default run's: for bas Hedge, whose iterate "
-            "moves there in most rounds, a run's costliest stretch.", "",
-            "| game | learner | round / floor | s a round (mean) | iterate moved | target | met |",
-            "|---|---|---|---|---|---|---|", *out, ""]
+            "median, the share of its rounds where the last iterate moved (the analyst then "
+            "measures it again), and the median round of each kind. The table above times "
+            "seven rounds early in a 70-round run, where Hedge's step is 2.7 times a default "
+            "run's: for bas Hedge, whose iterate moves there in most rounds, a run's costliest "
+            "stretch.", "",
+            "| game | learner | round / floor | s a round (mean) | iterate moved | ms a round "
+            "where it moved / stayed (medians) | target | met |",
+            "|---|---|---|---|---|---|---|---|", *out, ""]
 
 
 #: The in-process engine of the morning of 2026-11-26, before pricing-bayes' first kernels
