@@ -649,21 +649,17 @@ class PricingSlice(GameSlice):
         the same bits as eq 5 evaluated per cell; 0.09 s against 0.22 s a round at 10^6
         clients)."""
         cand = self.grid[None, :] if candidates is None else candidates
-        infinite = int(round(totals["inf_parts"]))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            others = np.fmax(self.beta * (totals["sq"] - self._term(v, "sq")) / self.n**2, 0.0)
+            others = self._others(v, totals)
             action = self._levels(v)
             own_level = (candidates is not None and candidates.shape == (v.size, 1)
                          and action is not None and np.array_equal(candidates[:, 0], v))
             columns = action[:, None] if own_level else self._levels(cand)
             if action is not None and columns is not None:
-                from privgames.mechanisms.pricing_kernels import accuracy_table, grid_costs
+                from privgames.mechanisms.pricing_kernels import grid_costs
 
                 kappa, L_F, c, S = GAME
-                rests = pricing.rest_from_total(
-                    pricing.aggregate_parts(self.grid, self.c.aggregation), totals["parts"],
-                    infinite)
-                d, e = accuracy_table(self.grid, rests, L_F, self.mle, self.n)
+                d, e = self._accuracy(totals)
 
                 def fill(rows: slice, out: NDArray) -> NDArray:
                     return grid_costs(action[rows], columns if len(columns) == 1
@@ -672,11 +668,42 @@ class PricingSlice(GameSlice):
 
                 return cost_table(fill, v.size, columns.shape[1], lowest, out)
             rest = pricing.rest_from_total(pricing.aggregate_parts(v, self.c.aggregation),
-                                           totals["parts"], infinite)[:, None]
+                                           totals["parts"], int(round(totals["inf_parts"])))
+            rest = rest[:, None]
             cost = pricing.own_cost(cand, rest, self.alpha[:, None], *GAME,
                                     self.c.aggregation, self.beta[:, None], self.n)
         cost = np.add(cost, others[:, None], out=out)
         return cost.min(axis=1) if lowest else cost
+
+    def _others(self, v: NDArray, totals: dict) -> NDArray:
+        """Each client's expected penalty from the others' noise (Definition 4)."""
+        return np.fmax(self.beta * (totals["sq"] - self._term(v, "sq")) / self.n**2, 0.0)
+
+    def _accuracy(self, totals: dict) -> tuple[NDArray, NDArray]:
+        """:func:`~privgames.mechanisms.pricing_kernels.accuracy_table` for a client at each
+        grid level, its rest of the aggregate from the totals."""
+        from privgames.mechanisms.pricing_kernels import accuracy_table
+
+        rests = pricing.rest_from_total(pricing.aggregate_parts(self.grid, self.c.aggregation),
+                                        totals["parts"], int(round(totals["inf_parts"])))
+        return accuracy_table(self.grid, rests, GAME[1], self.mle, self.n)
+
+    def _deviation(self, v: NDArray, totals: dict) -> tuple[NDArray, NDArray]:
+        """Each client's cost at its grid level and its best reply's, from its row of costs
+        in one pass, the row not kept (:func:`~privgames.mechanisms.pricing_kernels.
+        grid_own_least`; at 10^4 clients 0.31 against 0.48 ms for the two taken apart)."""
+        action = self._levels(v)
+        if action is None:
+            return super()._deviation(v, totals)
+        from privgames.mechanisms.pricing_kernels import grid_own_least
+
+        own, least = np.empty(v.size), np.empty(v.size)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            others, (d, e) = self._others(v, totals), self._accuracy(totals)
+        kappa, _, c, S = GAME
+        grid_own_least(action, self.grid, d, e, self.alpha, self.beta, others, kappa, c, S,
+                       self.n, own, least)
+        return own, least
 
     def _levels(self, values: NDArray) -> NDArray | None:
         """The grid indices of ``values`` (same shape), or None if one is off the grid."""

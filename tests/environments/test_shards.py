@@ -106,6 +106,24 @@ def test_pricing_costs_from_the_table_are_eq5_per_cell_to_the_bit(aggregation, p
     assert np.isinf(table[0]).any() == (prices and aggregation == "mle")
     # each client's best, taken a block of the table at a time (never whole), is its row's min
     assert np.array_equal(game._costs(v, totals, lowest=True), table[0].min(axis=1))
+    # the analyst's own costs and best replies, from each row in one pass (the row not kept)
+    monkeypatch.undo()
+    own, least = game._deviation(v, totals)
+    assert np.array_equal(own, per_cell[1][:, 0]) and np.array_equal(least, table[0].min(axis=1))
+    # and numpy's min with a NaN or an infinite cost in a row, or a row of them
+    from privgames.environments.learning_slices import GAME
+    from privgames.mechanisms.pricing_kernels import grid_costs, grid_own_least
+
+    action, (d, e) = game._levels(v), game._accuracy(totals)
+    others, d = game._others(v, totals), d.copy()
+    others[::7], others[::11], d[::3, 6], d[1::3, 5] = np.nan, np.inf, np.nan, np.inf
+    kappa, _, c, S = GAME
+    args = (game.grid, d, e, game.alpha, game.beta, others, kappa, c, S, game.n)
+    whole = grid_costs(action, np.arange(game.grid.size)[None, :], *args,
+                       np.empty((v.size, game.grid.size)))
+    grid_own_least(action, *args, own, least)
+    assert np.array_equal(own, whole[np.arange(v.size), action], equal_nan=True)
+    assert np.array_equal(least, whole.min(axis=1), equal_nan=True)
 
 def test_the_shards_play_the_ppsp_game():
     """A node's cost of every grid action is Theorem 4's weighted cost with the others'
