@@ -717,8 +717,9 @@ class PricingSlice(GameSlice):
                   common: np.random.Generator, rows: int | None) -> NDArray:
         """One realized cost per client from the release, as the class says (``noise``:
         one round's ``(n,)`` or several rounds' ``(k, n)``, taken a round at a time)."""
+        from privgames.mechanisms.pricing_kernels import realized_costs
+
         kappa, L_F = GAME[:2]
-        inside = np.isfinite(v)
         w_sum, w_noise, e_sum = (np.asarray(totals[k]) for k in ("w", "w_noise", "noise"))
         out = np.empty(noise.shape)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -728,12 +729,10 @@ class PricingSlice(GameSlice):
                 error = np.where(totals["outside"] == 0, e_sum / self.n, np.inf)
             loss = np.reshape([release_loss(float(e), kappa, L_F) for e in np.ravel(error)],
                               np.shape(error))
-            numerator, outside, weight = self._realized_terms
-            privacy = np.fmax(numerator / v, 0.0)
             mean = e_sum / self.n
-            for r in np.ndindex(loss.shape):
-                penalty = np.where(inside, self.beta * (noise[r] - mean[r]) ** 2, outside)
-                out[r] = weight * loss[r] + privacy + penalty
+        for r in np.ndindex(loss.shape):  # a round at a time, one compiled pass each
+            realized_costs(np.asarray(v, dtype=float), noise[r], *self._realized_terms,
+                           self.beta, float(loss[r]), float(mean[r]), out[r])
         return out
 
     def _social(self, v: NDArray, totals: dict, own: NDArray) -> NDArray:

@@ -148,6 +148,22 @@ def grid_own_least(action: np.ndarray, levels: np.ndarray, d: np.ndarray, e: np.
         least[i] = l2 if l2 < l0 or l2 != l2 else l0
 
 
+@njit(**_JIT)
+def realized_costs(v: np.ndarray, noise: np.ndarray, numerator: np.ndarray,
+                   outside: np.ndarray, weight: np.ndarray, beta: np.ndarray, loss: float,
+                   mean: float, out: np.ndarray) -> np.ndarray:
+    """One round's realized cost per client (``learning_slices.PricingSlice._realized``):
+    ``weight loss + max(numerator / v, 0) + beta (noise - mean)^2``, the penalty ``outside``
+    where ``v`` is not finite; numpy's operations in numpy's order, in one pass (the same
+    bits as ``np.fmax``, ``np.where`` and the sums: the privacy term is never ``-0.0``)."""
+    for i in range(v.size):
+        x = numerator[i] / v[i]
+        d = noise[i] - mean
+        penalty = beta[i] * (d * d) if abs(v[i]) < np.inf else outside[i]
+        out[i] = (weight[i] * loss + (x if x > 0.0 else 0.0)) + penalty
+    return out
+
+
 @njit(inline="always", **_JIT)
 def _cell(accuracy: float, d: float, e: float, privacy: float, penalty: float, level: float,
           square: float, other: float) -> float:

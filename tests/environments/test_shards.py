@@ -125,6 +125,27 @@ def test_pricing_costs_from_the_table_are_eq5_per_cell_to_the_bit(aggregation, p
     assert np.array_equal(own, whole[np.arange(v.size), action], equal_nan=True)
     assert np.array_equal(least, whole.min(axis=1), equal_nan=True)
 
+def test_a_pricing_clients_realized_cost_is_eq5_with_the_release_written_out():
+    """A client's realized cost (bandit feedback) in one compiled pass equals, bit for bit,
+    its numpy form: ``(1 - alpha) loss + max(alpha c S / sigma, 0) + beta (noise - mean)^2``,
+    an opting-out client's penalty in place of the last (here infinite), at any noise level
+    on or off the grid, 0 and NaN included."""
+    from privgames.mechanisms.pricing_kernels import realized_costs
+
+    rng = np.random.default_rng(4)
+    n = 5000
+    v = np.exp(rng.uniform(-3, 3, n))
+    v[::9], v[::13], v[::17] = np.inf, 0.0, np.nan
+    alpha, beta = rng.uniform(0.01, 0.99, n), rng.uniform(0, 2, n) * (rng.random(n) < 0.7)
+    noise, loss, mean = rng.normal(size=n) * 3, 0.37, -0.2
+    numerator, outside, weight = alpha * 1.0 * 1.0, np.where(beta > 0, np.inf, 0.0), 1 - alpha
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = (weight * loss + np.fmax(numerator / v, 0.0)
+                + np.where(np.isfinite(v), beta * (noise - mean) ** 2, outside))
+    got = realized_costs(v, noise, numerator, outside, weight, beta, loss, mean, np.empty(n))
+    assert np.array_equal(got, want, equal_nan=True)
+
+
 def test_the_shards_play_the_ppsp_game():
     """A node's cost of every grid action is Theorem 4's weighted cost with the others'
     largest and smallest ``c`` of the deviated profile (``ppsp.tradeoff_cost``); the
